@@ -1,0 +1,237 @@
+"""Fast construction of the valid configurations of a constrained space.
+
+Why this is fast:
+
+* single-parameter restrictions shrink that parameter's value list first;
+* parameters are split into independent components (parameters that share no
+  restriction never need to be enumerated together) and free parameters;
+  components are built separately and crossed only at the end;
+* inside a component, parameters are added one at a time in an order that
+  completes restrictions as early as possible, and each restriction is applied
+  the moment its last parameter is bound, on an ``n x m`` broadcast block
+  (existing rows x new values) so repeated columns are never materialised;
+* a block larger than ``chunk_rows`` is processed in row chunks, so the
+  Cartesian product is never held in memory.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import prod
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from .errors import SearchSpaceError
+from .expressions import Restriction
+
+DEFAULT_CHUNK_ROWS = 1 << 22
+
+
+@dataclass
+class BuildStep:
+    """One binding step, kept for the empty-space diagnosis."""
+
+    parameter: str
+    restrictions: list[str]
+    candidates: int
+    survivors: int
+
+
+@dataclass
+class BuildResult:
+    columns: list[np.ndarray]  # per parameter (original order): value index of each valid row, unsorted
+    steps: list[BuildStep] = field(default_factory=list)
+
+
+class _UnionFind:
+    def __init__(self, items: Sequence[str]):
+        self.parent = {i: i for i in items}
+
+    def find(self, x: str) -> str:
+        while self.parent[x] != x:
+            self.parent[x] = self.parent[self.parent[x]]
+            x = self.parent[x]
+        return x
+
+    def union(self, a: str, b: str) -> None:
+        self.parent[self.find(a)] = self.find(b)
+
+
+def _as_block_mask(mask: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    return np.broadcast_to(mask, shape) if mask.shape != shape else mask
+
+
+def _binding_order(component: list[str], restrictions: list[Restriction], sizes: Mapping[str, int]) -> list[str]:
+    """Greedy order: bind next the parameter that completes most restrictions.
+
+    Ties go to the parameter that appears in most still-open restrictions with
+    already bound parameters, then to the smaller value list.
+    """
+    bound: set[str] = set()
+    order: list[str] = []
+    todo = set(component)
+    while todo:
+        def score(p: str) -> tuple:
+            completes = sum(1 for r in restrictions if p in r.names and set(r.names) <= bound | {p})
+            touches = sum(1 for r in restrictions if p in r.names and bound & set(r.names))
+            occurs = sum(1 for r in restrictions if p in r.names)
+            return (completes, touches, occurs, -sizes[p], -component.index(p))
+
+        best = max(todo, key=score)
+        order.append(best)
+        bound.add(best)
+        todo.remove(best)
+    return order
+
+
+def _build_component(order: list[str], candidates: Mapping[str, np.ndarray], tables: Mapping[str, np.ndarray],
+                     restrictions: list[Restriction], chunk_rows: int, steps: list[BuildStep]) -> dict[str, np.ndarray]:
+    cols: dict[str, np.ndarray] = {}
+    n = 1
+    pending = list(restrictions)
+    bound: set[str] = set()
+    for p in order:
+        cand = candidates[p]
+        m = len(cand)
+        bound.add(p)
+        completing = [r for r in pending if set(r.names) <= bound]
+        pending = [r for r in pending if r not in completing]
+        if not completing:
+            parent = np.repeat(np.arange(n), m)
+            child = np.tile(np.arange(m), n)
+        else:
+            needed = sorted({q for r in completing for q in r.names if q != p})
+            new_values = tables[p][cand][None, :]
+            per_block = max(1, chunk_rows // m)
+            parents, children = [], []
+            for start in range(0, n, per_block):
+                stop = min(n, start + per_block)
+                env: dict[str, Any] = {q: tables[q][cols[q][start:stop]][:, None] for q in needed}
+                env[p] = new_values
+                shape = (stop - start, m)
+                mask = None
+                for r in completing:
+                    hit = _as_block_mask(r.evaluate(env), shape)
+                    mask = hit if mask is None else np.logical_and(mask, hit)
+                par, chi = np.nonzero(mask)
+                parents.append(par + start)
+                children.append(chi)
+            parent = np.concatenate(parents) if len(parents) > 1 else parents[0]
+            child = np.concatenate(children) if len(children) > 1 else children[0]
+        steps.append(BuildStep(p, [r.source for r in completing], n * m, len(parent)))
+        cols = {q: c[parent] for q, c in cols.items()}
+        cols[p] = cand[child]
+        n = len(parent)
+        if n == 0:
+            break
+    return cols
+
+
+def _cross(sizes: list[int]) -> list[np.ndarray]:
+    """Row selectors of the Cartesian product of blocks of the given sizes."""
+    total = prod(sizes)
+    out, inner = [], total
+    for s in sizes:
+        inner //= s
+        outer = total // (inner * s)
+        out.append(np.tile(np.repeat(np.arange(s), inner), outer))
+    return out
+
+
+def build_columns(names: Sequence[str], tables: Sequence[np.ndarray], restrictions: list[Restriction],
+                  chunk_rows: int = DEFAULT_CHUNK_ROWS) -> BuildResult:
+    """Enumerate the valid configurations as value-index columns (unsorted)."""
+    table_of = dict(zip(names, tables))
+    candidates = {p: np.arange(len(t)) for p, t in table_of.items()}
+    steps: list[BuildStep] = []
+    multi: list[Restriction] = []
+    for r in restrictions:
+        if len(r.names) == 0:
+            if not bool(np.all(r.evaluate({}))):
+                raise SearchSpaceError(f"restriction {r.source!r} is always false: the search space is empty")
+        elif len(r.names) == 1:
+            p = r.names[0]
+            keep = np.asarray(np.broadcast_to(r.evaluate({p: table_of[p][candidates[p]]}), candidates[p].shape))
+            before = len(candidates[p])
+            candidates[p] = candidates[p][keep]
+            steps.append(BuildStep(p, [r.source], before, len(candidates[p])))
+            if len(candidates[p]) == 0:
+                raise SearchSpaceError(f"restriction {r.source!r} excludes every value of parameter {p!r}: "
+                                       "the search space is empty")
+        else:
+            multi.append(r)
+
+    uf = _UnionFind(list(names))
+    for r in multi:
+        for q in r.names[1:]:
+            uf.union(r.names[0], q)
+    groups: dict[str, list[str]] = {}
+    for p in names:
+        groups.setdefault(uf.find(p), []).append(p)
+
+    blocks: list[dict[str, np.ndarray]] = []
+    sizes = {p: len(c) for p, c in candidates.items()}
+    for members in groups.values():
+        rs = [r for r in multi if r.names[0] in members]
+        if not rs:  # a free parameter: its (reduced) value list is its own block
+            blocks.append({members[0]: candidates[members[0]]})
+            continue
+        order = _binding_order(members, rs, sizes)
+        cols = _build_component(order, candidates, table_of, rs, chunk_rows, steps)
+        if not cols or len(next(iter(cols.values()))) == 0 or len(cols) < len(members):
+            raise SearchSpaceError(empty_space_report(names, tables, restrictions, steps))
+        blocks.append(cols)
+
+    block_sizes = [len(next(iter(b.values()))) for b in blocks]
+    selectors = _cross(block_sizes)
+    merged: dict[str, np.ndarray] = {}
+    for block, sel in zip(blocks, selectors):
+        for q, col in block.items():
+            merged[q] = col[sel] if len(blocks) > 1 else col
+    return BuildResult([merged[p] for p in names], steps)
+
+
+def empty_space_report(names: Sequence[str], tables: Sequence[np.ndarray], restrictions: list[Restriction],
+                       steps: list[BuildStep]) -> str:
+    """Say which restriction removed what, so the user sees what killed the space."""
+    lines = ["the search space is empty: no configuration satisfies all restrictions."]
+    table_of = dict(zip(names, tables))
+    lines.append("Each restriction on its own (combinations of its parameters that satisfy it):")
+    for r in restrictions:
+        sub = [len(table_of[q]) for q in r.names]
+        total = prod(sub) if sub else 1
+        if total <= 2_000_000:
+            grids = np.meshgrid(*[table_of[q] for q in r.names], indexing="ij") if r.names else []
+            env = dict(zip(r.names, grids))
+            ok = int(np.count_nonzero(np.broadcast_to(r.evaluate(env), tuple(sub))))
+            lines.append(f"  {r.source!r}: {ok} of {total}")
+        else:
+            lines.append(f"  {r.source!r}: subspace of {total} combinations not counted")
+    lines.append("Construction (configurations surviving after each binding step):")
+    for s in steps:
+        applied = ", ".join(repr(x) for x in s.restrictions) or "no restriction"
+        lines.append(f"  bind {s.parameter!r} applying {applied}: {s.survivors} of {s.candidates}")
+    return "\n".join(lines)
+
+
+def apply_callables(names: Sequence[str], tables: Sequence[np.ndarray], columns: list[np.ndarray],
+                    callables: list[Callable[[dict], Any]]) -> np.ndarray:
+    """Row mask of callable restrictions, which can only be applied one configuration at a time."""
+    n = len(columns[0]) if columns else 0
+    keep = np.ones(n, dtype=bool)
+    if not callables or n == 0:
+        return keep
+    value_cols = [t[c].tolist() for t, c in zip(tables, columns)]
+    for i, row in enumerate(zip(*value_cols)):
+        config = dict(zip(names, row))
+        for fn in callables:
+            try:
+                ok = fn(config)
+            except Exception as exc:
+                label = getattr(fn, "__qualname__", repr(fn))
+                raise SearchSpaceError(f"callable restriction {label} raised {type(exc).__name__}: {exc} "
+                                       f"on configuration {config}") from exc
+            if not ok:
+                keep[i] = False
+                break
+    return keep

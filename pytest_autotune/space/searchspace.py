@@ -1,0 +1,406 @@
+"""The constrained search space: valid configurations as an index matrix."""
+from __future__ import annotations
+
+import numbers
+from math import prod
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, Union
+
+import numpy as np
+
+from . import neighbours as nb
+from .build import DEFAULT_CHUNK_ROWS, apply_callables, build_columns
+from .errors import SearchSpaceError
+from .expressions import Restriction, compile_restriction
+
+RestrictionLike = Union[str, Callable[[dict], Any]]
+Config = Union[Mapping[str, Any], Sequence[Any]]
+NEIGHBOUR_METHODS = ("strictly-adjacent", "adjacent", "hamming", "index-distance")
+
+
+def _value_table(name: str, values: Sequence[Any]) -> np.ndarray:
+    """numpy array of a parameter's values: numeric dtype when possible, object otherwise."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise SearchSpaceError(f"parameter {name!r}: values must be a list, got {type(values).__name__}")
+    values = list(values)
+    if not values:
+        raise SearchSpaceError(f"parameter {name!r} has an empty value list")
+    for v in values:
+        if not isinstance(v, (bool, numbers.Integral, numbers.Real, str, np.generic)):
+            raise SearchSpaceError(f"parameter {name!r}: value {v!r} of type {type(v).__name__} "
+                                   "is not allowed (int, float, str or bool)")
+    seen: dict[Any, int] = {}
+    for v in values:
+        key = (type(v) is str, v)
+        if key in seen:
+            raise SearchSpaceError(f"parameter {name!r} lists the value {v!r} more than once")
+        seen[key] = 1
+    if all(isinstance(v, (bool, np.bool_)) for v in values):
+        return np.array(values, dtype=bool)
+    if all(isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_)) for v in values):
+        if all(-(2**62) < int(v) < 2**62 for v in values):
+            return np.array(values, dtype=np.int64)
+    if all(isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_)) for v in values):
+        return np.array(values, dtype=np.float64)
+    table = np.empty(len(values), dtype=object)
+    table[:] = values
+    return table
+
+
+def _index_dtype(max_size: int) -> np.dtype:
+    for dt in (np.uint8, np.uint16, np.uint32):
+        if max_size <= np.iinfo(dt).max + 1:
+            return np.dtype(dt)
+    return np.dtype(np.int64)
+
+
+class SearchSpace:
+    """Valid configurations of ``params`` under ``restrictions``.
+
+    ``params`` maps each name to its ordered list of values; ``restrictions``
+    are expression strings (see :mod:`.expressions`) or callables taking a dict
+    of values; ``constants`` are extra names for expressions (device limits).
+    The valid set is stored as ``indices`` (n_valid x n_params, smallest
+    unsigned dtype) of value indices, sorted lexicographically, so a row number
+    identifies a configuration everywhere in the engine.
+    """
+
+    def __init__(self, params: Mapping[str, Sequence[Any]], restrictions: Iterable[RestrictionLike] | None = None,
+                 constants: Mapping[str, Any] | None = None, *, chunk_rows: int = DEFAULT_CHUNK_ROWS):
+        self._init_params(params, constants)
+        self.restrictions: list[RestrictionLike] = list(restrictions or [])
+        compiled: list[Restriction] = []
+        callables: list[Callable[[dict], Any]] = []
+        for r in self.restrictions:
+            if isinstance(r, str):
+                compiled.append(compile_restriction(r, self.names, self.constants))
+            elif callable(r):
+                callables.append(r)
+            else:
+                raise SearchSpaceError(f"restriction {r!r} must be a string or a callable")
+        built = build_columns(self.names, self._tables, compiled, chunk_rows)
+        constrained = {q for r in compiled if len(r.names) > 1 for q in r.names}
+        self._prunes = [bool(callables) or n in constrained for n in self.names]
+        columns = built.columns
+        if callables:
+            keep = apply_callables(self.names, self._tables, columns, callables)
+            columns = [c[keep] for c in columns]
+            if len(columns[0]) == 0:
+                raise SearchSpaceError("the search space is empty: the callable restrictions rejected every "
+                                       f"one of the {int(keep.size)} configurations left by the string restrictions")
+        self._finish(columns)
+
+    # -- construction helpers -----------------------------------------------------
+    def _init_params(self, params: Mapping[str, Sequence[Any]], constants: Mapping[str, Any] | None) -> None:
+        if not isinstance(params, Mapping) or not params:
+            raise SearchSpaceError("params must be a non-empty mapping of parameter name -> list of values")
+        for name in params:
+            if not isinstance(name, str) or not name.isidentifier():
+                raise SearchSpaceError(f"parameter name {name!r} is not a valid identifier")
+        self.names: tuple[str, ...] = tuple(params)
+        self._tables: list[np.ndarray] = [_value_table(n, v) for n, v in params.items()]
+        self.values: dict[str, tuple] = {n: tuple(t.tolist()) for n, t in zip(self.names, self._tables)}
+        self.constants: dict[str, Any] = dict(constants or {})
+        clash = set(self.constants) & set(self.names)
+        if clash:
+            raise SearchSpaceError(f"constant(s) {sorted(clash)} have the same name as a parameter")
+        self.sizes = np.array([len(t) for t in self._tables], dtype=np.int64)
+        self.cartesian_size: int = prod(int(s) for s in self.sizes)
+        self._value_index: list[dict[Any, int]] = [{(type(v) is str, v): i for i, v in enumerate(vals)}
+                                                   for vals in self.values.values()]
+
+    def _finish(self, columns: list[np.ndarray]) -> None:
+        # Mixed-radix keys (first parameter most significant) need the Cartesian size to fit int64.
+        if self.cartesian_size >= 2**62:
+            raise SearchSpaceError(f"Cartesian size {self.cartesian_size} is beyond 2**62; split the space")
+        mult = np.ones(len(self.names), dtype=np.int64)
+        for k in range(len(self.names) - 2, -1, -1):
+            mult[k] = mult[k + 1] * self.sizes[k + 1]
+        self._mult = mult
+        n = len(columns[0])
+        keys = np.zeros(n, dtype=np.int64)
+        for col, m in zip(columns, mult):
+            keys += col.astype(np.int64) * m
+        order = np.argsort(keys, kind="stable")
+        keys = keys[order]
+        if n > 1 and np.any(keys[1:] == keys[:-1]):
+            dedup = np.concatenate(([True], keys[1:] != keys[:-1]))
+            order, keys = order[dedup], keys[dedup]
+        self._keys = keys
+        dtype = _index_dtype(int(self.sizes.max()))
+        self.indices = np.empty((len(keys), len(self.names)), dtype=dtype)
+        for k, col in enumerate(columns):
+            self.indices[:, k] = col[order]
+        self._present: list[np.ndarray] | None = None
+        self._dense_rows: nb.DenseRows | None = None
+        self._row_of_tuple: dict[tuple, int] | None = None
+
+    @classmethod
+    def from_configurations(cls, params: Mapping[str, Sequence[Any]] | None, configurations: Iterable[Config],
+                            constants: Mapping[str, Any] | None = None) -> "SearchSpace":
+        """A space defined by an explicit list of configurations (e.g. a measured cache file).
+
+        ``params`` fixes the value order; when ``None`` it is inferred from the
+        configurations (values sorted, names in first-seen order).
+        """
+        configs = list(configurations)
+        if not configs:
+            raise SearchSpaceError("from_configurations needs at least one configuration")
+        if params is None:
+            if not isinstance(configs[0], Mapping):
+                raise SearchSpaceError("params are required when configurations are tuples")
+            names = list(configs[0])
+            seen: dict[str, set] = {n: set() for n in names}
+            for c in configs:
+                for n in names:
+                    seen[n].add(c[n])
+            params = {n: sorted(vals, key=lambda v: (isinstance(v, str), v)) for n, vals in seen.items()}
+        self = cls.__new__(cls)
+        self._init_params(params, constants)
+        self.restrictions = []
+        self._prunes = [True] * len(self.names)
+        rows = np.array([self.value_indices(c) for c in configs], dtype=np.int64).reshape(len(configs), -1)
+        self._finish([rows[:, k] for k in range(len(self.names))])
+        return self
+
+    # -- basic protocol -----------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    @property
+    def n_params(self) -> int:
+        return len(self.names)
+
+    def __repr__(self) -> str:
+        return f"SearchSpace({len(self)} valid of {self.cartesian_size} over {', '.join(self.names)})"
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for row in range(len(self)):
+            yield self.get(row)
+
+    def __contains__(self, config: Config) -> bool:
+        return self.find(config) >= 0
+
+    # -- conversions -------------------------------------------------------------
+    def value_indices(self, config: Config) -> np.ndarray:
+        """Per-parameter value indices of a configuration (dict or tuple of values)."""
+        if isinstance(config, Mapping):
+            missing = [n for n in self.names if n not in config]
+            if missing:
+                raise SearchSpaceError(f"configuration lacks parameter(s) {missing}")
+            values = [config[n] for n in self.names]
+        else:
+            values = list(config)
+            if len(values) != len(self.names):
+                raise SearchSpaceError(f"configuration has {len(values)} values for {len(self.names)} parameters")
+        out = np.empty(len(values), dtype=np.int64)
+        for k, v in enumerate(values):
+            idx = self._value_index[k].get((type(v) is str, v.item() if isinstance(v, np.generic) else v))
+            if idx is None:
+                raise SearchSpaceError(f"value {v!r} is not among the values of parameter {self.names[k]!r}")
+            out[k] = idx
+        return out
+
+    def get(self, row: int) -> dict[str, Any]:
+        """The configuration at ``row`` as a dict of parameter values."""
+        idx = self.indices[int(row)]
+        return {n: self.values[n][int(i)] for n, i in zip(self.names, idx)}
+
+    def tuple(self, row: int) -> tuple:
+        idx = self.indices[int(row)]
+        return tuple(self.values[n][int(i)] for n, i in zip(self.names, idx))
+
+    def dicts(self, rows: Iterable[int]) -> list[dict[str, Any]]:
+        return [self.get(r) for r in rows]
+
+    def vector_to_config(self, v: Sequence[int]) -> dict[str, Any]:
+        return {n: self.values[n][int(i)] for n, i in zip(self.names, v)}
+
+    # -- membership ----------------------------------------------------------------
+    def _tuple_index(self) -> dict[tuple, int]:
+        if self._row_of_tuple is None:
+            value_cols = [np.asarray(self.values[n], dtype=object)[self.indices[:, k]].tolist()
+                          for k, n in enumerate(self.names)]
+            self._row_of_tuple = {t: i for i, t in enumerate(zip(*value_cols))}
+        return self._row_of_tuple
+
+    def find(self, config: Config) -> int:
+        """Row of a configuration (dict or tuple of values), -1 when it is not valid."""
+        if isinstance(config, tuple):
+            try:
+                return self._tuple_index().get(config, -1)
+            except TypeError:
+                return -1
+        if isinstance(config, Mapping):
+            try:
+                return self._tuple_index().get(tuple(config[n] for n in self.names), -1)
+            except (KeyError, TypeError):
+                return -1
+        try:
+            v = self.value_indices(config)
+        except SearchSpaceError:
+            return -1
+        return self.find_indices(v)
+
+    def find_indices(self, v: Sequence[int]) -> int:
+        """Row of a value-index vector, -1 when invalid."""
+        v = np.asarray(v, dtype=np.int64)
+        if np.any(v < 0) or np.any(v >= self.sizes):
+            return -1
+        return int(nb.rows_of_keys(self._keys, np.array([int(np.dot(v, self._mult))]), self._dense_rows)[0])
+
+    def rows_of(self, vectors: np.ndarray) -> np.ndarray:
+        """Vectorised membership: row per value-index vector (rows of a matrix), -1 where invalid."""
+        vectors = np.asarray(vectors, dtype=np.int64).reshape(-1, self.n_params)
+        inside = np.all((vectors >= 0) & (vectors < self.sizes), axis=1)
+        keys = np.where(inside, vectors @ self._mult, -1)
+        return np.where(inside, nb.rows_of_keys(self._keys, np.where(inside, keys, 0), self._dense()), -1)
+
+    # -- sampling -----------------------------------------------------------------
+    def sample(self, k: int, rng: np.random.Generator | int | None = None) -> np.ndarray:
+        """``k`` distinct valid rows drawn uniformly (all rows when ``k >= len``)."""
+        rng = np.random.default_rng(rng)
+        k = min(int(k), len(self))
+        return rng.choice(len(self), size=k, replace=False)
+
+    def lhs_sample(self, k: int, rng: np.random.Generator | int | None = None, maximin: bool = True,
+                   candidates: int = 10) -> np.ndarray:
+        """Latin-hypercube sample of ``k`` distinct valid rows.
+
+        Each dimension of [0,1]^d is cut into ``k`` strata, one point per
+        stratum; points snap to the nearest valid configuration (duplicates
+        replaced by random unsampled rows). With ``maximin`` the best of
+        ``candidates`` designs by smallest pairwise distance is kept.
+        """
+        rng = np.random.default_rng(rng)
+        k = min(int(k), len(self))
+        if k <= 0:
+            return np.empty(0, dtype=np.int64)
+        best, best_score = None, -1.0
+        for _ in range(candidates if maximin else 1):
+            strata = np.stack([rng.permutation(k) for _ in range(self.n_params)], axis=1)
+            points = (strata + rng.random((k, self.n_params))) / k
+            rows = self._distinct(self.decode(points, rng), k, rng)
+            if not maximin:
+                return rows
+            x = self.encode(rows)
+            d = np.sqrt(((x[:, None, :] - x[None, :, :]) ** 2).sum(-1))
+            score = d[np.triu_indices(k, 1)].min() if k > 1 else 0.0
+            if score > best_score:
+                best, best_score = rows, score
+        return best  # type: ignore[return-value]
+
+    def _distinct(self, rows: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+        _, first = np.unique(rows, return_index=True)
+        rows = rows[np.sort(first)]
+        while len(rows) < k:
+            extra = self.sample(k - len(rows) + 4, rng)
+            extra = extra[~np.isin(extra, rows)]
+            rows = np.concatenate([rows, extra[: k - len(rows)]])
+        return rows
+
+    # -- neighbours and repair -------------------------------------------------------
+    def _vector(self, config: int | np.integer | Sequence[int] | Mapping[str, Any]) -> np.ndarray:
+        """Row number -> its index vector; a value-index vector passes through; a dict converts."""
+        if isinstance(config, (int, np.integer)):
+            return self.indices[int(config)].astype(np.int64)
+        if isinstance(config, Mapping):
+            return self.value_indices(config)
+        return np.asarray(config, dtype=np.int64)
+
+    def _dense(self) -> nb.DenseRows | None:
+        """Lazily built key -> row table; only for Cartesian sizes up to :data:`~.neighbours.DENSE_LIMIT`."""
+        if self._dense_rows is None and self.cartesian_size <= nb.DENSE_LIMIT:
+            self._dense_rows = nb.DenseRows(self._keys, self.cartesian_size)
+        return self._dense_rows
+
+    def present_values(self) -> list[np.ndarray]:
+        """Per parameter, the sorted value indices that occur in some valid configuration."""
+        if self._present is None:
+            self._present = [np.flatnonzero(np.bincount(self.indices[:, k], minlength=int(m)))
+                             for k, m in enumerate(self.sizes)]
+        return self._present
+
+    def neighbours(self, config: int | Sequence[int] | Mapping[str, Any], method: str = "hamming") -> np.ndarray:
+        """Valid neighbour rows of a row, a value-index vector (valid or not) or a dict.
+
+        ``strictly-adjacent``: every parameter the same or the previous/next
+        value; ``adjacent``: every parameter the same or the nearest lower/higher
+        value used by any valid configuration; ``hamming``: exactly one parameter
+        differs; ``index-distance``: the valid configurations at the smallest
+        sum of absolute index differences. The configuration itself is excluded.
+        """
+        v = self._vector(config)
+        if method == "hamming":
+            return np.sort(nb.hamming(self._keys, self._mult, self.sizes, v, self._dense()))
+        if method == "index-distance":
+            return np.sort(nb.nearest_by_index_distance(self._keys, self._mult, self.sizes, self.indices, v,
+                                                        dense=self._dense(), prunes=self._prunes))
+        if method == "strictly-adjacent":
+            choices = nb.strictly_adjacent_choices(self.sizes, v)
+        elif method == "adjacent":
+            choices = nb.adjacent_choices(self.present_values(), v)
+        else:
+            raise SearchSpaceError(f"unknown neighbour method {method!r}; choose from {', '.join(NEIGHBOUR_METHODS)}")
+        rows, _ = nb.box_walk(self._keys, self._mult, choices, dense=self._dense(), prunes=self._prunes)
+        if rows is None:
+            lo = np.array([c.min() for c in choices])
+            hi = np.array([c.max() for c in choices])
+            inside = np.all((self.indices >= lo) & (self.indices <= hi), axis=1)
+            for k, c in enumerate(choices):
+                if len(c) != hi[k] - lo[k] + 1:
+                    inside &= np.isin(self.indices[:, k], c)
+            rows = np.flatnonzero(inside)
+        self_row = self.find_indices(v)
+        return rows[rows != self_row] if self_row >= 0 else rows
+
+    def nearest(self, vector: Sequence[int], rng: np.random.Generator | int | None = None) -> int:
+        """The valid row closest to a value-index vector by index distance (itself when valid)."""
+        v = np.asarray(vector, dtype=np.int64)
+        v = np.clip(v, 0, self.sizes - 1)
+        row = self.find_indices(v)
+        if row >= 0:
+            return row
+        rows = nb.nearest_by_index_distance(self._keys, self._mult, self.sizes, self.indices, v, dense=self._dense(),
+                                            prunes=self._prunes)
+        return int(np.random.default_rng(rng).choice(rows))
+
+    def repair(self, vector: Sequence[int], rng: np.random.Generator | int | None = None,
+               methods: Sequence[str] = ("strictly-adjacent", "adjacent", "hamming")) -> int:
+        """A valid row for a possibly invalid value-index vector.
+
+        Valid vectors map to themselves. Otherwise a random valid neighbour by
+        the first method in ``methods`` that has one (the constraint-aware
+        evolutionary algorithms' repair); failing all, the nearest by index distance.
+        """
+        rng = np.random.default_rng(rng)
+        v = np.clip(np.asarray(vector, dtype=np.int64), 0, self.sizes - 1)
+        row = self.find_indices(v)
+        if row >= 0:
+            return row
+        for method in methods:
+            rows = self.neighbours(v, method)
+            if len(rows):
+                return int(rng.choice(rows))
+        return self.nearest(v, rng)
+
+    # -- continuous encoding --------------------------------------------------------
+    def encode(self, rows: Iterable[int] | np.ndarray | None = None) -> np.ndarray:
+        """Configurations as points in [0,1]^d: value index / (number of values - 1) per parameter.
+
+        Parameters with a single value encode as 0.5.
+        """
+        idx = self.indices if rows is None else self.indices[np.asarray(rows, dtype=np.int64)]
+        span = np.maximum(self.sizes - 1, 1).astype(np.float64)
+        x = idx.astype(np.float64) / span
+        x[:, self.sizes == 1] = 0.5
+        return x
+
+    def decode(self, points: np.ndarray, rng: np.random.Generator | int | None = None) -> np.ndarray:
+        """Rows for points of [0,1]^d: round to the nearest value indices, then the nearest valid row."""
+        rng = np.random.default_rng(rng)
+        points = np.clip(np.atleast_2d(np.asarray(points, dtype=np.float64)), 0.0, 1.0)
+        v = np.rint(points * (self.sizes - 1)).astype(np.int64)
+        rows = self.rows_of(v)
+        for i in np.flatnonzero(rows < 0):
+            rows[i] = self.nearest(v[i], rng)
+        return rows
