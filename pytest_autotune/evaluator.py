@@ -1,0 +1,221 @@
+"""Between strategy and runner: memoise, enforce the budget, record every evaluation.
+
+The evaluator is the only place where a proposal turns into a measurement.
+It guarantees that a configuration is measured once (asking again is free),
+that the search ends cleanly when the budget (unique evaluations and/or wall
+clock) is spent or the space is exhausted, and that failures reach the
+strategy as ``None`` while the record keeps their kind.
+"""
+from __future__ import annotations
+
+import re
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from .results import FailureKind, Measurement
+from .space import SearchSpace
+from .strategies.base import Strategy
+
+Objective = Callable[[Mapping[str, Any]], Measurement]
+
+# A strategy that keeps proposing evaluated configurations without progress is stalled.
+MAX_FREE_PROPOSALS = 10_000
+
+
+def parse_duration(text: str | float | int) -> float:
+    """``"90s"``, ``"2m"``, ``"1h30m"``, ``"1.5h"`` or a number of seconds -> seconds."""
+    if isinstance(text, (int, float)):
+        return float(text)
+    parts = re.findall(r"(\d+(?:\.\d+)?)\s*(h|m|s|ms)?", text.strip().lower())
+    if not parts or re.sub(r"[\d.\s]|ms|h|m|s", "", text.lower()):
+        raise ValueError(f"budget duration {text!r} is not understood (use e.g. '90s', '5m', '1h')")
+    scale = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "": 1.0}
+    return sum(float(num) * scale[unit] for num, unit in parts)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Maximum unique evaluations and/or wall-clock seconds (``None`` = unlimited)."""
+
+    max_evaluations: int | None = None
+    max_seconds: float | None = None
+
+    @classmethod
+    def parse(cls, value: "Budget | int | str | None") -> "Budget":
+        """An int is evaluations; a string with a unit (``"90s"``) is a duration."""
+        if isinstance(value, Budget):
+            return value
+        if value is None:
+            return cls()
+        if isinstance(value, bool):
+            raise ValueError(f"budget {value!r} must be a number of evaluations or a duration like '90s'")
+        if isinstance(value, int) or (isinstance(value, str) and value.strip().isdigit()):
+            n = int(value)
+            if n <= 0:
+                raise ValueError(f"budget must be positive, got {value!r}")
+            return cls(max_evaluations=n)
+        if isinstance(value, str):
+            seconds = parse_duration(value)
+            if seconds <= 0:
+                raise ValueError(f"budget duration {value!r} must be positive")
+            return cls(max_seconds=seconds)
+        raise ValueError(f"budget {value!r} must be a number of evaluations or a duration like '90s'")
+
+
+@dataclass
+class EvaluationRecord:
+    """One unique evaluation, in the order it happened."""
+
+    index: int  # 0-based position in the evaluation order
+    row: int  # row in the space, -1 for an invalid configuration (constraint-unaware proposals)
+    params: dict[str, Any]
+    measurement: Measurement
+    strategy_seconds: float  # the strategy's own compute time before proposing this configuration
+
+    @property
+    def value(self) -> float | None:
+        return self.measurement.value if self.measurement.ok else None
+
+
+@dataclass
+class SearchHistory:
+    """Everything a search did; the basis of a TuneResult and of the benchmark scores."""
+
+    records: list[EvaluationRecord] = field(default_factory=list)
+    stop_reason: str = ""
+    strategy_seconds: list[float] = field(default_factory=list)  # per proposal, incl. free ones
+    elapsed_seconds: float = 0.0
+
+    @property
+    def best(self) -> EvaluationRecord | None:
+        ok = [r for r in self.records if r.value is not None]
+        return min(ok, key=lambda r: r.value) if ok else None  # type: ignore[arg-type,return-value]
+
+    def failures(self) -> dict[str, int]:
+        return dict(Counter(str(r.measurement.failure) for r in self.records if r.measurement.failure is not None))
+
+    def best_so_far(self) -> np.ndarray:
+        """Best valid objective after each evaluation (NaN until something valid is found)."""
+        out = np.full(len(self.records), np.nan)
+        best = np.inf
+        for i, r in enumerate(self.records):
+            if r.value is not None and r.value < best:
+                best = r.value
+            out[i] = best if np.isfinite(best) else np.nan
+        return out
+
+    def ranked(self, k: int | None = None) -> list[EvaluationRecord]:
+        """Valid evaluations from best to worst (the winner first, then runners-up)."""
+        ok = sorted((r for r in self.records if r.value is not None), key=lambda r: r.value)  # type: ignore[arg-type,return-value]
+        return ok if k is None else ok[:k]
+
+
+class Evaluator:
+    """Drives a strategy against an objective within a budget.
+
+    ``objective(params) -> Measurement`` is usually ``runner.evaluate``.
+    ``cache`` pre-seeds known results (row -> Measurement), e.g. from an
+    interrupted run, so they are not measured again; cached results still
+    count towards the budget (they are part of this search's evaluations).
+    ``on_record`` is called after each new evaluation (progress display).
+    """
+
+    def __init__(self, space: SearchSpace, objective: Objective, budget: Budget | int | str | None = None,
+                 cache: Mapping[int, Measurement] | None = None,
+                 on_record: Callable[[EvaluationRecord, "Evaluator"], None] | None = None,
+                 clock: Callable[[], float] = time.perf_counter):
+        self.space = space
+        self.objective = objective
+        self.budget = Budget.parse(budget)
+        self.preloaded: dict[int, Measurement] = dict(cache or {})
+        self.on_record = on_record
+        self.clock = clock
+        self.history = SearchHistory()
+        self._seen: dict[Any, EvaluationRecord] = {}
+        self._rows_seen = 0  # valid configurations evaluated
+
+    @property
+    def evaluations(self) -> int:
+        return len(self.history.records)
+
+    def _exhausted(self, started: float) -> str:
+        b = self.budget
+        if b.max_evaluations is not None and self.evaluations >= b.max_evaluations:
+            return "budget of evaluations spent"
+        if b.max_seconds is not None and self.clock() - started >= b.max_seconds:
+            return "time budget spent"
+        if self._rows_seen >= len(self.space):
+            return "search space exhausted"
+        return ""
+
+    def _key(self, proposal: Any) -> tuple[Any, int]:
+        """Cache key and row of a proposal (row number, or an index vector that may be invalid)."""
+        if isinstance(proposal, (int, np.integer)):
+            row = int(proposal)
+            if not 0 <= row < len(self.space):
+                raise IndexError(f"strategy proposed row {row} outside the space of {len(self.space)}")
+            return row, row
+        vec = np.asarray(proposal, dtype=np.int64)
+        row = self.space.find_indices(vec)
+        return (row if row >= 0 else tuple(int(x) for x in vec)), row
+
+    def _measure(self, key: Any, row: int, proposal: Any) -> Measurement:
+        if row >= 0:
+            params = self.space.get(row)
+            if row in self.preloaded:
+                return self.preloaded[row]
+            return self.objective(params)
+        vec = np.clip(np.asarray(proposal, dtype=np.int64), 0, self.space.sizes - 1)
+        params = self.space.vector_to_config(vec)
+        return Measurement.failed(params, FailureKind.INVALID, "violates the search-space restrictions")
+
+    def run(self, strategy: Strategy) -> SearchHistory:
+        """Search until the budget is spent, the space is exhausted, or the strategy stops."""
+        started = self.clock()
+        max_evals = self.budget.max_evaluations
+        gen = strategy.run(max_evals if max_evals is not None else len(self.space))
+        free = 0
+        value: float | None = None
+        first = True
+        reason = ""
+        try:
+            while True:
+                reason = self._exhausted(started)
+                if reason:
+                    break
+                t0 = time.perf_counter()
+                try:
+                    proposal = next(gen) if first else gen.send(value)
+                except StopIteration:
+                    reason = "strategy finished"
+                    break
+                spent = time.perf_counter() - t0
+                self.history.strategy_seconds.append(spent)
+                first = False
+                key, row = self._key(proposal)
+                if key in self._seen:
+                    value = self._seen[key].value
+                    free += 1
+                    if free > MAX_FREE_PROPOSALS:
+                        reason = "strategy stalled (kept proposing evaluated configurations)"
+                        break
+                    continue
+                free = 0
+                measurement = self._measure(key, row, proposal)
+                record = EvaluationRecord(self.evaluations, row, dict(measurement.params) or self.space.get(row),
+                                          measurement, spent)
+                self._seen[key] = record
+                self._rows_seen += row >= 0
+                self.history.records.append(record)
+                value = record.value
+                if self.on_record is not None:
+                    self.on_record(record, self)
+        finally:
+            gen.close()
+            self.history.stop_reason = reason
+            self.history.elapsed_seconds = self.clock() - started
+        return self.history

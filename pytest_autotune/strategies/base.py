@@ -1,0 +1,128 @@
+"""The strategy protocol: a generator that proposes configurations and is told their cost.
+
+A strategy is pure search logic (no I/O, no timing, no pytest). Its
+:meth:`Strategy.search` is a generator: ``value = yield proposal`` where the
+proposal is a row of the :class:`~pytest_autotune.space.SearchSpace` (a valid
+configuration) or, for constraint-unaware variants only, a value-index vector
+that may be invalid. ``value`` comes back as the objective (lower is better)
+or ``None`` when the configuration failed; failures are never turned into a
+fake number for a model.
+
+The :class:`~pytest_autotune.evaluator.Evaluator` drives the generator: it
+memoises (asking again for an evaluated configuration is free and returns the
+cached value), enforces the budget and records everything. Strategies keep
+their own view of what they have seen in :attr:`Strategy.observed`.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar, Generator, Iterable, Union
+
+import numpy as np
+
+from ..space import SearchSpace
+
+Proposal = Union[int, np.integer, np.ndarray, tuple]
+SearchGenerator = Generator[Proposal, Union[float, None], None]
+
+
+class StrategyError(ValueError):
+    """Unknown strategy, unknown or invalid hyperparameter; the message lists what exists."""
+
+
+@dataclasses.dataclass
+class NoHyperparameters:
+    """Strategies without tunable knobs."""
+
+    def validate(self) -> None:
+        return None
+
+
+def check(condition: bool, field: str, message: str) -> None:
+    """Validation helper for hyperparameter dataclasses."""
+    if not condition:
+        raise StrategyError(f"hyperparameter {field!r}: {message}")
+
+
+class Strategy:
+    """Base class: seeded RNG, validated hyperparameters, observation bookkeeping.
+
+    Subclasses set ``name``, a ``Hyperparameters`` dataclass (defaults +
+    ``validate()``), and implement :meth:`search`.
+    """
+
+    name: ClassVar[str] = ""
+    Hyperparameters: ClassVar[type] = NoHyperparameters
+
+    def __init__(self, space: SearchSpace, seed: int | None = None, **hyperparameters: Any):
+        self.space = space
+        self.seed = seed
+        self.rng = np.random.default_rng(seed)
+        fields = {f.name for f in dataclasses.fields(self.Hyperparameters)}
+        unknown = sorted(set(hyperparameters) - fields)
+        if unknown:
+            known = ", ".join(sorted(fields)) or "none"
+            raise StrategyError(f"strategy {self.name!r} has no hyperparameter(s) {unknown}; known: {known}")
+        try:
+            self.hp = self.Hyperparameters(**hyperparameters)
+        except TypeError as exc:  # pragma: no cover - dataclass signature errors
+            raise StrategyError(f"strategy {self.name!r}: {exc}") from None
+        self.hp.validate()
+        self.observed: dict[int, float | None] = {}  # row -> objective or None (failure)
+        self.budget: int = len(space)
+
+    # -- the protocol --------------------------------------------------------------
+    def search(self) -> SearchGenerator:
+        """Yield proposals; receive their objective (``None`` on failure)."""
+        raise NotImplementedError
+
+    def run(self, budget: int | None = None) -> SearchGenerator:
+        """The generator the evaluator drives: wraps :meth:`search` and records observations."""
+        self.budget = len(self.space) if budget is None else int(budget)
+        inner = self.search()
+        try:
+            proposal = next(inner)
+            while True:
+                value = yield proposal
+                if isinstance(proposal, (int, np.integer)):
+                    self.observed.setdefault(int(proposal), value)
+                proposal = inner.send(value)
+        except StopIteration:
+            return
+
+    # -- helpers for subclasses ---------------------------------------------------------
+    @property
+    def best(self) -> tuple[int, float] | None:
+        """Best (row, value) observed so far, or None."""
+        valid = [(v, r) for r, v in self.observed.items() if v is not None]
+        if not valid:
+            return None
+        value, row = min(valid)
+        return row, value
+
+    def unevaluated(self, rows: Iterable[int]) -> list[int]:
+        return [int(r) for r in rows if int(r) not in self.observed]
+
+    def random_unevaluated(self, k: int = 1) -> list[int]:
+        """Up to ``k`` random rows not evaluated yet (empty when the space is exhausted)."""
+        n = len(self.space)
+        left = n - len(self.observed)
+        if left <= 0:
+            return []
+        k = min(k, left)
+        if left > 4 * k and left > 64:
+            out: list[int] = []
+            while len(out) < k:
+                for r in self.rng.integers(0, n, size=2 * (k - len(out)) + 8):
+                    r = int(r)
+                    if r not in self.observed and r not in out:
+                        out.append(r)
+                        if len(out) == k:
+                            break
+            return out
+        mask = np.ones(n, dtype=bool)
+        mask[list(self.observed)] = False
+        return [int(r) for r in self.rng.choice(np.flatnonzero(mask), size=k, replace=False)]
+
+    def hyperparameters(self) -> dict[str, Any]:
+        return dataclasses.asdict(self.hp)
