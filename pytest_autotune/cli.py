@@ -1,0 +1,298 @@
+"""``pytest-autotune`` command line: inspect and compare lockfiles without running pytest.
+
+``show PATH [--json]``
+    A lockfile (or every lockfile in a directory) as a table.
+``diff A B [--fail-on-change] [--threshold PCT]``
+    What differs between two lockfiles: two GPUs, or before/after a re-tune.
+
+Exit codes: 0 success, 1 ``diff --fail-on-change`` found a difference,
+2 usage error or a missing / unreadable / invalid lockfile (the message names it).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from . import __version__
+from .lockfile import Lockfile, LockfileError, read_lockfile, serialize
+
+EXIT_OK = 0
+EXIT_CHANGED = 1
+EXIT_ERROR = 2
+
+
+class _UsageError(Exception):
+    """A problem with what the user asked for (missing file, ...): exit code 2 with a message."""
+
+
+# --------------------------------------------------------------------------- formatting helpers
+
+
+def _fmt_value(value: Any) -> str:
+    if isinstance(value, float):
+        return format(value, ".6g")
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+def format_params(params: Mapping[str, Any]) -> str:
+    """``block_x=16 block_y=8 dtype=float32``: compact enough for a table cell."""
+    return " ".join(f"{k}={_fmt_value(params[k])}" for k in sorted(params))
+
+
+def _fmt_number(value: float | None) -> str:
+    return "-" if value is None else format(value, ".4g")
+
+
+def _fmt_median(entry: Mapping[str, Any]) -> str:
+    median = entry.get("stats", {}).get("median")
+    unit = entry.get("unit")
+    text = _fmt_number(median)
+    return f"{text} {unit}" if unit and median is not None else text
+
+
+def _fmt_evaluations(entry: Mapping[str, Any]) -> str:
+    evaluations = entry.get("evaluations")
+    if not isinstance(evaluations, Mapping) or "total" not in evaluations:
+        return "-"
+    text = str(evaluations["total"])
+    budget = evaluations.get("budget")
+    if isinstance(budget, int) and not isinstance(budget, bool):
+        text += f"/{budget}"
+    failed = evaluations.get("failed") or {}
+    n_failed = sum(failed.values()) if isinstance(failed, Mapping) else 0
+    if n_failed:
+        text += f" ({n_failed} failed)"
+    return text
+
+
+def _fmt_strategy(entry: Mapping[str, Any]) -> str:
+    strategy = entry.get("strategy")
+    if not isinstance(strategy, Mapping):
+        return "-"
+    name = str(strategy.get("name", "-"))
+    seed = strategy.get("seed")
+    return f"{name} (seed {seed})" if seed is not None else name
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
+    lines.append("  ".join("-" * w for w in widths))
+    lines.extend("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)
+    return "\n".join(lines)
+
+
+def _device_name(lockfile: Lockfile) -> str:
+    model = lockfile.device.get("model")
+    slug = lockfile.device.get("slug")
+    if model and slug:
+        return f"{model} ({slug})"
+    return str(model or slug or "unknown device")
+
+
+def render_lockfile(lockfile: Lockfile, path: Path) -> str:
+    """Human-readable table of one lockfile."""
+    n = len(lockfile.entries)
+    header = f"{path}: {_device_name(lockfile)}, schema {lockfile.schema}, {n} entr{'y' if n == 1 else 'ies'}"
+    if not n:
+        return header + "\n(no entries)"
+    rows = []
+    for key in sorted(lockfile.entries):
+        entry = lockfile.entries[key]
+        rows.append(
+            [
+                key,
+                format_params(entry.get("params", {})),
+                _fmt_median(entry),
+                str(entry.get("stats", {}).get("n", "-")),
+                _fmt_strategy(entry),
+                _fmt_evaluations(entry),
+                str(entry.get("timestamp", "-")),
+            ]
+        )
+    table = _table(["key", "params", "median", "n", "strategy", "evaluations", "timestamp"], rows)
+    return header + "\n" + table
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _load(path: Path) -> Lockfile:
+    lockfile = read_lockfile(path)  # LockfileError propagates to main
+    if lockfile is None:
+        raise _UsageError(f"{path}: no such file")
+    return lockfile
+
+
+def _lockfiles_in(path: Path) -> list[Path]:
+    if path.is_dir():
+        files = sorted(p for p in path.glob("*.json") if p.is_file())
+        if not files:
+            raise _UsageError(f"{path}: no lockfiles (*.json) in this directory")
+        return files
+    return [path]
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
+    files = _lockfiles_in(Path(args.path))
+    loaded = [(p, _load(p)) for p in files]  # all validated before anything is printed
+    if args.json:
+        if len(loaded) == 1 and not Path(args.path).is_dir():
+            out.write(serialize(loaded[0][1]))
+        else:
+            combined = {p.name: json.loads(serialize(lf)) for p, lf in loaded}
+            out.write(json.dumps(combined, indent=2, sort_keys=True) + "\n")
+        return EXIT_OK
+    out.write("\n\n".join(render_lockfile(lf, p) for p, lf in loaded) + "\n")
+    return EXIT_OK
+
+
+def _percent_change(old: float | None, new: float | None) -> float | None:
+    if old is None or new is None or old == 0:
+        return None
+    return (new - old) / old * 100.0
+
+
+def _params_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    parts = []
+    for k in sorted(set(old) | set(new)):
+        if k not in new:
+            parts.append(f"-{k}={_fmt_value(old[k])}")
+        elif k not in old:
+            parts.append(f"+{k}={_fmt_value(new[k])}")
+        elif old[k] != new[k] or type(old[k]) is not type(new[k]):
+            parts.append(f"{k}: {_fmt_value(old[k])} -> {_fmt_value(new[k])}")
+    return ", ".join(parts)
+
+
+def diff_lockfiles(a: Lockfile, b: Lockfile, threshold: float = 0.0) -> dict[str, Any]:
+    """Structured comparison: keys only in ``a`` / only in ``b``, and common keys whose params,
+    median (by more than ``threshold`` percent) or hashes differ."""
+    only_a = sorted(set(a.entries) - set(b.entries))
+    only_b = sorted(set(b.entries) - set(a.entries))
+    changed = []
+    unchanged = 0
+    for key in sorted(set(a.entries) & set(b.entries)):
+        ea, eb = a.entries[key], b.entries[key]
+        params = _params_change(ea.get("params", {}), eb.get("params", {}))
+        ma, mb = ea["stats"]["median"], eb["stats"]["median"]
+        pct = _percent_change(ma, mb)
+        median_changed = ma != mb and (pct is None or abs(pct) > threshold)
+        ha, hb = ea.get("hashes", {}), eb.get("hashes", {})
+        hashes = sorted(k for k in set(ha) | set(hb) if ha.get(k) != hb.get(k))
+        if params or median_changed or hashes:
+            changed.append(
+                {
+                    "key": key,
+                    "params": params,
+                    "median": (ma, mb),
+                    "median_pct": pct,
+                    "median_changed": median_changed,
+                    "unit": eb.get("unit") or ea.get("unit"),
+                    "hashes": hashes,
+                }
+            )
+        else:
+            unchanged += 1
+    return {"only_a": only_a, "only_b": only_b, "changed": changed, "unchanged": unchanged}
+
+
+def render_diff(a: Lockfile, path_a: Path, b: Lockfile, path_b: Path, result: Mapping[str, Any]) -> str:
+    lines = [f"A: {path_a}: {_device_name(a)}", f"B: {path_b}: {_device_name(b)}"]
+    if result["only_a"]:
+        lines.append(f"only in A ({len(result['only_a'])}):")
+        lines.extend(f"  - {k}" for k in result["only_a"])
+    if result["only_b"]:
+        lines.append(f"only in B ({len(result['only_b'])}):")
+        lines.extend(f"  + {k}" for k in result["only_b"])
+    if result["changed"]:
+        lines.append(f"changed ({len(result['changed'])}):")
+        for item in result["changed"]:
+            lines.append(f"  ~ {item['key']}")
+            if item["params"]:
+                lines.append(f"      params: {item['params']}")
+            ma, mb = item["median"]
+            unit = f" {item['unit']}" if item["unit"] else ""
+            pct = "n/a" if item["median_pct"] is None else f"{item['median_pct']:+.1f}%"
+            lines.append(f"      median: {_fmt_number(ma)} -> {_fmt_number(mb)}{unit} ({pct})")
+            if item["hashes"]:
+                lines.append(f"      hashes changed: {', '.join(item['hashes'])}")
+    lines.append(f"unchanged: {result['unchanged']}")
+    if not (result["only_a"] or result["only_b"] or result["changed"]):
+        lines.append("no differences")
+    return "\n".join(lines)
+
+
+def cmd_diff(args: argparse.Namespace, out: TextIO) -> int:
+    path_a, path_b = Path(args.a), Path(args.b)
+    a, b = _load(path_a), _load(path_b)
+    result = diff_lockfiles(a, b, threshold=args.threshold)
+    out.write(render_diff(a, path_a, b, path_b, result) + "\n")
+    differs = bool(result["only_a"] or result["only_b"] or result["changed"])
+    return EXIT_CHANGED if differs and args.fail_on_change else EXIT_OK
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pytest-autotune",
+        description="Inspect and compare pytest-autotune lockfiles (autotune.lock/<device>.json).",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    show = sub.add_parser("show", help="print a lockfile as a table", description="Print a lockfile as a table.")
+    show.add_argument("path", metavar="PATH", help="a lockfile, or a directory of lockfiles")
+    show.add_argument("--json", action="store_true", help="print the validated lockfile as JSON instead")
+    show.set_defaults(func=cmd_show)
+
+    diff = sub.add_parser(
+        "diff",
+        help="compare two lockfiles",
+        description="Compare two lockfiles (two GPUs, or before/after a re-tune): entries only in A, "
+        "only in B, and entries in both whose parameters, median or hashes differ.",
+    )
+    diff.add_argument("a", metavar="A", help="first lockfile")
+    diff.add_argument("b", metavar="B", help="second lockfile")
+    diff.add_argument("--fail-on-change", action="store_true", help="exit with code 1 when anything differs")
+    diff.add_argument(
+        "--threshold",
+        type=float,
+        default=0.0,
+        metavar="PCT",
+        help="ignore median changes of at most PCT percent (default: 0, report any change)",
+    )
+    diff.set_defaults(func=cmd_diff)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console entry point; returns the exit code instead of exiting, so tests can call it."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, usage errors
+        return exc.code if isinstance(exc.code, int) else EXIT_ERROR
+    if getattr(args, "threshold", 0.0) < 0:
+        print("pytest-autotune: error: --threshold must be >= 0", file=sys.stderr)
+        return EXIT_ERROR
+    try:
+        return args.func(args, sys.stdout)
+    except (LockfileError, _UsageError) as exc:
+        print(f"pytest-autotune: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

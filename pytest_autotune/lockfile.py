@@ -1,0 +1,647 @@
+"""Per-device lockfiles: the tuned winners a project commits to version control.
+
+One JSON file per device model, ``<lockdir>/<device slug>.json``::
+
+    {"device": {...DeviceInfo.as_dict()...}, "entries": {key: entry}, "schema": 1}
+
+The serialisation is canonical (sorted keys, two-space indent, one key per
+line, numeric arrays on one line, floats in timing fields rounded to
+:data:`SIGNIFICANT_DIGITS`, newline at the end) so that re-writing an
+unchanged entry changes no byte and a diff shows exactly which kernels changed.
+
+Writers go through :func:`merge_entries`: it takes a file lock, re-reads the
+current file, replaces only its own entries and writes atomically, so parallel
+writers (pytest-xdist workers, CI jobs sharing a checkout) never lose each
+other's entries. A file this version cannot understand (corrupt JSON, newer
+schema, invalid entry) raises :class:`LockfileError` and is never modified.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import enum
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, Union
+
+import filelock
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "SIGNIFICANT_DIGITS",
+    "DEFAULT_LOCK_TIMEOUT",
+    "LockfileError",
+    "InvalidEntryError",
+    "NewerSchemaError",
+    "LockTimeoutError",
+    "Lockfile",
+    "entry_key",
+    "lockfile_path",
+    "parse_lockfile",
+    "read_lockfile",
+    "get_entry",
+    "stale_hashes",
+    "merge_entries",
+    "normalize_entry",
+    "serialize",
+    "utc_timestamp",
+]
+
+SCHEMA_VERSION = 1
+"""Schema this version reads and writes; a file with a higher one is refused, never rewritten."""
+
+SIGNIFICANT_DIGITS = 6
+"""Timing fields (``samples``, ``stats``, runner-up medians/samples) are rounded to this many
+significant digits: far below measurement noise, and re-serialising a value read back is a no-op."""
+
+DEFAULT_LOCK_TIMEOUT = 60.0
+"""Seconds :func:`merge_entries` waits for another writer before giving up (a merge takes milliseconds)."""
+
+KEY_SEPARATOR = "::"
+
+_GITIGNORE = (
+    "# Created by pytest-autotune. The *.json files are meant to be committed;\n"
+    "# the *.lock files only serialise concurrent writers on one machine.\n"
+    "*.lock\n"
+)
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class LockfileError(Exception):
+    """A lockfile that cannot be used as is; the file is reported and never modified.
+
+    ``path`` is the offending file (``None`` for data not read from or bound for a file).
+    The arguments are kept in ``args`` so the error survives pickling (xdist, multiprocessing).
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None, reason: str) -> None:
+        super().__init__(path, reason)
+        self.path = Path(path) if path is not None else None
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}" if self.path is not None else self.reason
+
+
+class InvalidEntryError(LockfileError, ValueError):
+    """An entry (read from a file or about to be written) does not match the schema."""
+
+    def __init__(self, path: str | os.PathLike[str] | None, key: str, reason: str) -> None:
+        super().__init__(path, f"entry {key!r}: {reason}")
+        self.args = (path, key, reason)
+        self.key = key
+
+
+class NewerSchemaError(LockfileError):
+    """The file was written by a newer pytest-autotune with a schema we do not know."""
+
+    def __init__(self, path: str | os.PathLike[str] | None, found: int) -> None:
+        super().__init__(
+            path,
+            f"schema {found} was written by a newer pytest-autotune (this version reads schema "
+            f"{SCHEMA_VERSION}); upgrade pytest-autotune",
+        )
+        self.args = (path, found)
+        self.found = found
+
+
+class LockTimeoutError(LockfileError, TimeoutError):
+    """Another process held the write lock for longer than the timeout."""
+
+    def __init__(self, path: str | os.PathLike[str] | None, lock_path: str, timeout: float) -> None:
+        super().__init__(
+            path,
+            f"could not acquire the write lock {lock_path} within {timeout:g} s; another pytest-autotune "
+            "process is writing this lockfile (if none is running, the lock file is stale: delete it)",
+        )
+        self.args = (path, lock_path, timeout)
+        self.lock_path = lock_path
+        self.timeout = timeout
+
+
+# --------------------------------------------------------------------------- model
+
+
+class _AsDict(Protocol):
+    """What a :class:`~pytest_autotune.runners.device.DeviceInfo` offers (kept structural so the
+    lockfile layer does not import the runners package)."""
+
+    def as_dict(self) -> dict[str, Any]: ...
+
+
+DeviceLike = Union[Mapping[str, Any], _AsDict]
+
+
+@dataclass
+class Lockfile:
+    """Contents of one lockfile: the device it was tuned on and the entries by key."""
+
+    schema: int = SCHEMA_VERSION
+    device: dict[str, Any] = field(default_factory=dict)  # DeviceInfo.as_dict() of the latest writer
+    entries: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        return self.entries.get(key)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": self.schema, "device": self.device, "entries": self.entries}
+
+
+def entry_key(nodeid: str, kernel: str) -> str:
+    """Key of one tuned kernel: the pytest node id plus the kernel name.
+
+    One test may tune several kernels, and the node id alone is what a
+    developer greps for, so the key is readable rather than hashed.
+    """
+    if not isinstance(nodeid, str) or not nodeid:
+        raise ValueError(f"entry_key: nodeid must be a non-empty string, got {nodeid!r}")
+    if not isinstance(kernel, str) or not kernel:
+        raise ValueError(f"entry_key: kernel name must be a non-empty string, got {kernel!r}")
+    return f"{nodeid}{KEY_SEPARATOR}{kernel}"
+
+
+def lockfile_path(lockdir: str | os.PathLike[str], device_slug: str) -> Path:
+    """``<lockdir>/<device_slug>.json``; the slug must be a plain file name (hooks may supply it)."""
+    if (
+        not isinstance(device_slug, str)
+        or not device_slug
+        or device_slug in {".", ".."}
+        or any(sep in device_slug for sep in ("/", "\\", "\0"))
+    ):
+        raise ValueError(f"device slug {device_slug!r} is not usable as a file name")
+    return Path(lockdir) / f"{device_slug}.json"
+
+
+def utc_timestamp(now: _dt.datetime | None = None) -> str:
+    """ISO 8601 UTC timestamp to the second (``2024-05-01T12:00:00Z``), the form entries store."""
+    now = now or _dt.datetime.now(_dt.timezone.utc)
+    if now.tzinfo is None:
+        raise ValueError("utc_timestamp needs a timezone-aware datetime")
+    return now.astimezone(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --------------------------------------------------------------------------- normalisation / validation
+
+
+class _Invalid(Exception):
+    """Internal: a validation failure at a dotted location inside an entry."""
+
+    def __init__(self, where: str, reason: str) -> None:
+        super().__init__(f"{where}: {reason}" if where else reason)
+
+
+def _join(where: str, part: str | int) -> str:
+    if isinstance(part, int):
+        return f"{where}[{part}]"
+    return f"{where}.{part}" if where else part
+
+
+def _describe(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _round_sig(x: float) -> float:
+    return float(format(x, f".{SIGNIFICANT_DIGITS}g"))
+
+
+def _plain(value: Any, where: str, *, round_floats: bool = False) -> Any:
+    """Convert to plain JSON data (dict/list/str/int/float/bool/None), rejecting what JSON cannot hold
+    faithfully: non-string keys, NaN/infinity, arbitrary objects. numpy scalars and arrays, tuples and
+    enums are converted, so the plugin can hand over what its runners produce."""
+    if isinstance(value, enum.Enum):
+        value = value.value
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        x = float(value)
+        if not math.isfinite(x):
+            raise _Invalid(where, f"must be a finite number, got {x!r}")
+        return _round_sig(x) if round_floats else x
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            if isinstance(k, enum.Enum):
+                k = k.value
+            if not isinstance(k, str):
+                raise _Invalid(where, f"keys must be strings, got {_describe(k)}")
+            out[str(k)] = _plain(v, _join(where, str(k)), round_floats=round_floats)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_plain(v, _join(where, i), round_floats=round_floats) for i, v in enumerate(value)]
+    tolist = getattr(value, "tolist", None)  # numpy (and cupy-on-host) arrays and scalars
+    if callable(tolist) and hasattr(value, "dtype"):
+        return _plain(tolist(), where, round_floats=round_floats)
+    raise _Invalid(where, f"is not JSON data: {type(value).__name__} {_describe(value)}")
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _need_mapping(entry: dict[str, Any], name: str, where: str | None = None) -> dict[str, Any]:
+    value = entry.get(name)
+    where = where or name
+    if name not in entry:
+        raise _Invalid(where, "is required")
+    if not isinstance(value, dict):
+        raise _Invalid(where, f"must be an object, got {_describe(value)}")
+    return value
+
+
+def _need_number(obj: dict[str, Any], name: str, where: str) -> None:
+    if name not in obj:
+        raise _Invalid(_join(where, name), "is required")
+    if not _is_number(obj[name]):
+        raise _Invalid(_join(where, name), f"must be a number, got {_describe(obj[name])}")
+
+
+def _check_samples(value: Any, where: str) -> None:
+    if not isinstance(value, list) or not all(_is_number(x) for x in value):
+        raise _Invalid(where, f"must be a list of numbers, got {_describe(value)}")
+
+
+def _check_str(entry: dict[str, Any], name: str) -> None:
+    if name in entry and not isinstance(entry[name], str):
+        raise _Invalid(name, f"must be a string, got {_describe(entry[name])}")
+
+
+def _check_timestamp(value: Any) -> None:
+    if not isinstance(value, str):
+        raise _Invalid("timestamp", f"must be an ISO 8601 UTC string, got {_describe(value)}")
+    text = value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value
+    try:
+        parsed = _dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise _Invalid("timestamp", f"is not ISO 8601: {value!r}") from None
+    if parsed.utcoffset() != _dt.timedelta(0):
+        raise _Invalid("timestamp", f"must be in UTC (ending in Z or +00:00): {value!r}")
+
+
+# Fields whose floats are measurements (rounded); everything else (params, tolerance, ...) is kept exact.
+_ROUNDED_FIELDS = ("stats", "samples")
+_REQUIRED_STATS = ("median", "mean", "min", "iqr")
+
+
+def _normalize_entry(entry: Any) -> dict[str, Any]:
+    if not isinstance(entry, Mapping):
+        raise _Invalid("", f"must be an object, got {_describe(entry)}")
+    out: dict[str, Any] = {}
+    for name, value in entry.items():
+        if isinstance(name, enum.Enum):
+            name = name.value
+        if not isinstance(name, str):
+            raise _Invalid("", f"field names must be strings, got {_describe(name)}")
+        if name == "runners_up" and isinstance(value, (list, tuple)):
+            # Each runner-up's median/samples are measurements (rounded); its params stay exact.
+            items = []
+            for i, item in enumerate(value):
+                where = _join("runners_up", i)
+                if not isinstance(item, Mapping):
+                    raise _Invalid(where, f"must be an object, got {_describe(item)}")
+                plain = _plain({k: v for k, v in item.items() if k not in ("median", "samples")}, where)
+                for k in ("median", "samples"):
+                    if k in item:
+                        plain[k] = _plain(item[k], _join(where, k), round_floats=True)
+                items.append(plain)
+            out[name] = items
+        else:
+            out[name] = _plain(value, name, round_floats=name in _ROUNDED_FIELDS)
+
+    # Required fields.
+    _need_mapping(out, "params")
+    stats = _need_mapping(out, "stats")
+    for name in _REQUIRED_STATS:
+        _need_number(stats, name, "stats")
+    if "n" not in stats:
+        raise _Invalid("stats.n", "is required")
+    if not _is_int(stats["n"]) or stats["n"] < 1:
+        raise _Invalid("stats.n", f"must be a positive integer, got {_describe(stats['n'])}")
+    for name, value in stats.items():
+        if not _is_number(value):
+            raise _Invalid(_join("stats", name), f"must be a number, got {_describe(value)}")
+    if "samples" not in out:
+        raise _Invalid("samples", "is required")
+    _check_samples(out["samples"], "samples")
+    hashes = _need_mapping(out, "hashes")
+    for name in ("source", "space", "problem"):
+        if not isinstance(hashes.get(name), str) or not hashes[name]:
+            raise _Invalid(_join("hashes", name), f"must be a non-empty string, got {_describe(hashes.get(name))}")
+
+    # Optional fields: checked only when present.
+    if "runners_up" in out:
+        if not isinstance(out["runners_up"], list):
+            raise _Invalid("runners_up", f"must be a list, got {_describe(out['runners_up'])}")
+        for i, item in enumerate(out["runners_up"]):
+            where = _join("runners_up", i)
+            _need_mapping(item, "params", _join(where, "params"))
+            _need_number(item, "median", where)
+            if "samples" in item:
+                _check_samples(item["samples"], _join(where, "samples"))
+    for name in ("objective", "unit", "runner"):
+        _check_str(out, name)
+    if "strategy" in out:
+        strategy = _need_mapping(out, "strategy")
+        if not isinstance(strategy.get("name"), str) or not strategy["name"]:
+            raise _Invalid("strategy.name", f"must be a non-empty string, got {_describe(strategy.get('name'))}")
+        if "hyperparameters" in strategy and not isinstance(strategy["hyperparameters"], dict):
+            raise _Invalid("strategy.hyperparameters", f"must be an object, got {_describe(strategy['hyperparameters'])}")
+        if strategy.get("seed") is not None and not _is_int(strategy["seed"]):
+            raise _Invalid("strategy.seed", f"must be an integer or null, got {_describe(strategy['seed'])}")
+    if "evaluations" in out:
+        evaluations = _need_mapping(out, "evaluations")
+        if "total" in evaluations and (not _is_int(evaluations["total"]) or evaluations["total"] < 0):
+            raise _Invalid("evaluations.total", f"must be a non-negative integer, got {_describe(evaluations['total'])}")
+        if "failed" in evaluations:
+            failed = evaluations["failed"]
+            if not isinstance(failed, dict) or not all(_is_int(c) and c >= 0 for c in failed.values()):
+                raise _Invalid("evaluations.failed", f"must map failure kinds to counts, got {_describe(failed)}")
+    for name in ("versions",):
+        if name in out:
+            _need_mapping(out, name)
+    if "timestamp" in out:
+        _check_timestamp(out["timestamp"])
+    return out
+
+
+def normalize_entry(entry: Mapping[str, Any], key: str = "<entry>", path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """Validate an entry and return it as plain, canonical JSON data (timing floats rounded).
+
+    Raises :class:`InvalidEntryError` naming ``path`` and ``key``. Unknown fields are
+    kept, so an older pytest-autotune re-writing a file does not drop what a newer
+    one added within the same schema.
+    """
+    try:
+        return _normalize_entry(entry)
+    except _Invalid as exc:
+        raise InvalidEntryError(path, key, str(exc)) from None
+
+
+def _normalize_device(device: DeviceLike, path: str | os.PathLike[str] | None) -> dict[str, Any]:
+    as_dict = getattr(device, "as_dict", None)  # accept a DeviceInfo as well as its dict
+    if callable(as_dict):
+        device = as_dict()
+    if not isinstance(device, Mapping):
+        raise LockfileError(path, f"device must be an object, got {_describe(device)}")
+    try:
+        return _plain(device, "device")
+    except _Invalid as exc:
+        raise LockfileError(path, str(exc)) from None
+
+
+# --------------------------------------------------------------------------- serialisation
+
+
+def _dump_scalar(value: Any) -> str:
+    if isinstance(value, float):
+        return repr(value)  # shortest repr that round-trips: stable across platforms and versions
+    return json.dumps(value, ensure_ascii=True)
+
+
+def _dump(value: Any, indent: int) -> str:
+    if isinstance(value, dict):
+        if not value:
+            return "{}"
+        pad = "  " * (indent + 1)
+        items = (f"{pad}{json.dumps(k, ensure_ascii=True)}: {_dump(value[k], indent + 1)}" for k in sorted(value))
+        return "{\n" + ",\n".join(items) + "\n" + "  " * indent + "}"
+    if isinstance(value, list):
+        if all(not isinstance(v, (dict, list)) for v in value):
+            return "[" + ", ".join(_dump_scalar(v) for v in value) + "]"  # samples: one line
+        pad = "  " * (indent + 1)
+        return "[\n" + ",\n".join(pad + _dump(v, indent + 1) for v in value) + "\n" + "  " * indent + "]"
+    return _dump_scalar(value)
+
+
+def serialize(lockfile: Lockfile) -> str:
+    """Canonical text of a lockfile: identical data gives identical bytes, whatever the insertion order.
+
+    Entries are validated and normalised first, so what is written is exactly what a
+    later :func:`read_lockfile` returns.
+    """
+    if lockfile.schema != SCHEMA_VERSION:
+        raise LockfileError(None, f"cannot write schema {lockfile.schema!r}; this version writes {SCHEMA_VERSION}")
+    entries = {}
+    for key, entry in lockfile.entries.items():
+        if not isinstance(key, str) or not key:
+            raise LockfileError(None, f"entry keys must be non-empty strings, got {key!r}")
+        entries[key] = normalize_entry(entry, key)
+    data = {"schema": SCHEMA_VERSION, "device": _normalize_device(lockfile.device, None), "entries": entries}
+    return _dump(data, 0) + "\n"
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:  # typically a botched merge of two branches; json.loads would silently keep one
+            raise ValueError(f"duplicate key {k!r}")
+        out[k] = v
+    return out
+
+
+def parse_lockfile(text: str, path: str | os.PathLike[str] | None = None) -> Lockfile:
+    """Parse and validate lockfile text (``path`` only names the source in errors).
+
+    Useful for content that is not on disk, e.g. ``git show main:autotune.lock/x.json``.
+    """
+    try:
+        # NaN/Infinity (not JSON, but Python writes them) parse here and are rejected by the
+        # validation below, which can say in which entry and field they are.
+        data = json.loads(text, object_pairs_hook=_reject_duplicates)
+    except json.JSONDecodeError as exc:
+        hint = " (unresolved version-control merge conflict?)" if "\n<<<<<<< " in "\n" + text else ""
+        raise LockfileError(
+            path, f"not valid JSON{hint}: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
+    except ValueError as exc:
+        raise LockfileError(path, f"not a valid lockfile: {exc}") from None
+    if not isinstance(data, dict):
+        raise LockfileError(path, f"expected a JSON object at the top level, got {type(data).__name__}")
+    schema = data.get("schema")
+    if not _is_int(schema) or schema < 1:
+        raise LockfileError(path, f"missing or invalid 'schema' (expected an integer, got {_describe(schema)})")
+    if schema > SCHEMA_VERSION:
+        raise NewerSchemaError(path, schema)
+    unknown = sorted(set(data) - {"schema", "device", "entries"})
+    if unknown:  # would be dropped by a re-write, so refuse rather than lose them
+        raise LockfileError(path, f"unknown top-level field(s) {', '.join(map(repr, unknown))}")
+    device = data.get("device")
+    if not isinstance(device, dict):
+        raise LockfileError(path, f"'device' must be an object, got {_describe(device)}")
+    device = _normalize_device(device, path)
+    raw_entries = data.get("entries")
+    if not isinstance(raw_entries, dict):
+        raise LockfileError(path, f"'entries' must be an object, got {_describe(raw_entries)}")
+    entries = {}
+    for key, entry in raw_entries.items():
+        if not key:
+            raise LockfileError(path, "entry keys must be non-empty strings")
+        entries[key] = normalize_entry(entry, key, path)
+    return Lockfile(schema=schema, device=device, entries=entries)
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        raise LockfileError(path, "is a directory, expected a lockfile") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise LockfileError(path, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def read_lockfile(path: str | os.PathLike[str]) -> Lockfile | None:
+    """Read and validate a lockfile; ``None`` when it does not exist (nothing tuned on this device yet)."""
+    path = Path(path)
+    text = _read_text(path)
+    return None if text is None else parse_lockfile(text, path)
+
+
+def get_entry(lockfile: Lockfile | None, nodeid: str, kernel: str) -> dict[str, Any] | None:
+    """The entry for one kernel of one test, or ``None`` (no lockfile yet, or never tuned)."""
+    if lockfile is None:
+        return None
+    return lockfile.entries.get(entry_key(nodeid, kernel))
+
+
+def stale_hashes(entry: Mapping[str, Any], hashes: Mapping[str, str]) -> list[str]:
+    """Names of the hashes (``source``, ``space``, ``problem``, ...) that differ from the entry's.
+
+    An empty list means the locked winner still applies; otherwise the kernel, its
+    search space or its problem changed since tuning and the entry should be re-tuned.
+    """
+    recorded = entry.get("hashes") or {}
+    return sorted(name for name, value in hashes.items() if recorded.get(name) != value)
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _fsync_directory(directory: Path) -> None:
+    # Makes the rename itself durable; not possible on every platform (Windows), hence best effort.
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    """Write via a temporary file in the same directory + fsync + ``os.replace``.
+
+    Readers see the old or the new file, never a torn one; on any failure the
+    temporary file is removed and the original is untouched.
+    """
+    data = text.encode("utf-8")
+    try:
+        mode = path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        mode = 0o644  # mkstemp's 0600 would hide a committed file from other users of the checkout
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp_name, mode)
+        os.replace(tmp_name, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp_name)
+        raise
+    _fsync_directory(path.parent)
+
+
+def _ensure_directory(directory: Path) -> None:
+    if directory.is_dir():
+        return
+    directory.mkdir(parents=True, exist_ok=True)
+    gitignore = directory / ".gitignore"
+    with contextlib.suppress(FileExistsError):
+        with open(gitignore, "x", encoding="utf-8") as fh:
+            fh.write(_GITIGNORE)
+
+
+def merge_entries(
+    path: str | os.PathLike[str],
+    entries: Mapping[str, Mapping[str, Any]],
+    device: DeviceLike,
+    remove: Iterable[str] = (),
+    *,
+    timeout: float = DEFAULT_LOCK_TIMEOUT,
+) -> Lockfile:
+    """Replace (or add) ``entries`` and drop ``remove`` in the lockfile at ``path``; keep everything else.
+
+    Under a ``filelock`` on ``path + ".lock"`` the current file is re-read, so
+    concurrent writers each contribute their own entries instead of overwriting
+    one another. ``device`` replaces the file's device block (latest writer wins;
+    per-entry ``versions`` keep what each entry was tuned with). The write is
+    atomic and skipped when the bytes would not change. A corrupt or newer-schema
+    file raises :class:`LockfileError` and is left exactly as it was.
+    Returns the lockfile as written.
+    """
+    path = Path(path)
+    remove = [remove] if isinstance(remove, str) else list(remove)
+    for key in remove:
+        if not isinstance(key, str):
+            raise TypeError(f"keys to remove must be strings, got {key!r}")
+    both = sorted(set(remove) & set(entries))
+    if both:
+        raise ValueError(f"{path}: keys both written and removed: {', '.join(map(repr, both))}")
+    # Validate everything before touching the disk: an invalid entry writes nothing at all.
+    new_entries: dict[str, dict[str, Any]] = {}
+    for key, entry in entries.items():
+        if not isinstance(key, str) or not key:
+            raise InvalidEntryError(path, str(key), "entry keys must be non-empty strings")
+        new_entries[key] = normalize_entry(entry, key, path)
+    device_data = _normalize_device(device, path)
+
+    _ensure_directory(path.parent)
+    lock_path = str(path) + ".lock"
+    lock = filelock.FileLock(lock_path, timeout=timeout)
+    try:
+        lock.acquire()
+    except filelock.Timeout:
+        raise LockTimeoutError(path, lock_path, timeout) from None
+    try:
+        old_text = _read_text(path)
+        current = parse_lockfile(old_text, path) if old_text is not None else None
+        merged = dict(current.entries) if current is not None else {}
+        for key in remove:
+            merged.pop(key, None)
+        merged.update(new_entries)
+        result = Lockfile(schema=SCHEMA_VERSION, device=device_data, entries=merged)
+        if current is None and not merged:
+            return result  # nothing to record: do not create an empty file
+        text = serialize(result)
+        if text != old_text:
+            _atomic_write(path, text)
+        return result
+    finally:
+        lock.release()

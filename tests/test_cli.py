@@ -1,0 +1,222 @@
+"""``pytest-autotune show`` / ``diff``: output and exit codes."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import pytest_autotune
+from pytest_autotune.cli import main
+from pytest_autotune.lockfile import merge_entries, read_lockfile
+
+H100 = {"model": "NVIDIA H100 80GB HBM3", "kind": "cuda", "slug": "nvidia-h100-80gb-hbm3", "versions": {}, "properties": {}}
+A100 = {"model": "NVIDIA A100-SXM4-40GB", "kind": "cuda", "slug": "nvidia-a100-sxm4-40gb", "versions": {}, "properties": {}}
+
+MM = "tests/test_mm.py::test_mm[1024]::matmul"
+CONV = "tests/test_conv.py::test_conv::conv2d"
+REDUCE = "tests/test_reduce.py::test_sum::reduce"
+SCAN = "tests/test_scan.py::test_scan::scan"
+
+
+def entry(median, **params):
+    return {
+        "params": params or {"block_size_x": 128, "tile": 2},
+        "stats": {"median": median, "mean": median, "min": median, "iqr": 0.0, "n": 7},
+        "samples": [median] * 7,
+        "hashes": {"source": "s1", "space": "p1", "problem": "q1"},
+        "unit": "ms",
+        "strategy": {"name": "genetic", "hyperparameters": {}, "seed": 3},
+        "evaluations": {"total": 87, "failed": {"compile": 2, "launch": 1}, "budget": 100},
+        "timestamp": "2024-05-01T12:00:00Z",
+    }
+
+
+@pytest.fixture
+def lockdir(tmp_path):
+    d = tmp_path / "autotune.lock"
+    merge_entries(
+        d / "nvidia-h100-80gb-hbm3.json",
+        {MM: entry(0.25, block_size_x=128, tile=2), CONV: entry(1.5, block_size_x=64, tile=1), REDUCE: entry(0.1)},
+        H100,
+    )
+    merge_entries(
+        d / "nvidia-a100-sxm4-40gb.json",
+        {MM: entry(0.5, block_size_x=256, tile=2), CONV: entry(1.5003, block_size_x=64, tile=1), SCAN: entry(0.2)},
+        A100,
+    )
+    return d
+
+
+def run(capsys, *argv):
+    code = main(list(map(str, argv)))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# --------------------------------------------------------------------------- show
+
+
+def test_show_table(capsys, lockdir):
+    path = lockdir / "nvidia-h100-80gb-hbm3.json"
+    code, out, err = run(capsys, "show", path)
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert lines[0] == f"{path}: NVIDIA H100 80GB HBM3 (nvidia-h100-80gb-hbm3), schema 1, 3 entries"
+    assert lines[1].split() == ["key", "params", "median", "n", "strategy", "evaluations", "timestamp"]
+    rows = {line.split()[0]: line for line in lines[3:]}
+    assert list(rows) == sorted([MM, CONV, REDUCE])
+    mm = rows[MM]
+    for cell in ["block_size_x=128 tile=2", "0.25 ms", " 7 ", "genetic (seed 3)", "87/100 (3 failed)", "2024-05-01T12:00:00Z"]:
+        assert cell in mm, (cell, mm)
+    # Columns line up: every row starts its params column at the same offset.
+    offsets = {line.index("block_size_x") for line in rows.values()}
+    assert len(offsets) == 1
+
+
+def test_show_json_is_the_validated_lockfile(capsys, lockdir):
+    path = lockdir / "nvidia-h100-80gb-hbm3.json"
+    code, out, _ = run(capsys, "show", path, "--json")
+    assert code == 0
+    assert out == path.read_text()  # canonical form, identical to the file
+    assert set(json.loads(out)["entries"]) == {MM, CONV, REDUCE}
+
+
+def test_show_directory(capsys, lockdir):
+    code, out, _ = run(capsys, "show", lockdir)
+    assert code == 0
+    assert out.index("NVIDIA A100") < out.index("NVIDIA H100")  # sorted by file name
+    assert SCAN in out and REDUCE in out
+    code, out, _ = run(capsys, "show", lockdir, "--json")
+    assert code == 0
+    assert sorted(json.loads(out)) == ["nvidia-a100-sxm4-40gb.json", "nvidia-h100-80gb-hbm3.json"]
+
+
+def test_show_empty_lockfile(capsys, tmp_path):
+    path = tmp_path / "gpu.json"
+    merge_entries(path, {"a::k": entry(1.0)}, H100)
+    merge_entries(path, {}, H100, remove=["a::k"])
+    code, out, _ = run(capsys, "show", path)
+    assert code == 0 and "0 entries" in out and "(no entries)" in out
+
+
+def test_show_missing_and_corrupt_exit_2(capsys, tmp_path):
+    missing = tmp_path / "nope.json"
+    code, out, err = run(capsys, "show", missing)
+    assert code == 2 and out == "" and str(missing) in err and "no such file" in err
+
+    corrupt = tmp_path / "corrupt.json"
+    corrupt.write_text('{"schema": 1, "device": {}, "entries": {')
+    before = corrupt.read_bytes()
+    code, out, err = run(capsys, "show", corrupt)
+    assert code == 2 and out == "" and str(corrupt) in err and "not valid JSON" in err
+    assert corrupt.read_bytes() == before
+
+    newer = tmp_path / "newer.json"
+    newer.write_text('{"schema": 99, "device": {}, "entries": {}}')
+    code, _, err = run(capsys, "show", newer)
+    assert code == 2 and str(newer) in err and "upgrade" in err
+
+
+def test_show_directory_without_lockfiles_exit_2(capsys, tmp_path):
+    code, _, err = run(capsys, "show", tmp_path)
+    assert code == 2 and "no lockfiles" in err
+
+
+# --------------------------------------------------------------------------- diff
+
+
+def test_diff_two_gpus(capsys, lockdir):
+    a, b = lockdir / "nvidia-h100-80gb-hbm3.json", lockdir / "nvidia-a100-sxm4-40gb.json"
+    code, out, err = run(capsys, "diff", a, b)
+    assert code == 0 and err == ""
+    assert f"A: {a}: NVIDIA H100 80GB HBM3" in out and f"B: {b}: NVIDIA A100-SXM4-40GB" in out
+    assert f"only in A (1):\n  - {REDUCE}\n" in out
+    assert f"only in B (1):\n  + {SCAN}\n" in out
+    assert "changed (2):" in out
+    mm_block = out[out.index(f"  ~ {MM}") :].splitlines()[:3]
+    assert mm_block[1].strip() == "params: block_size_x: 128 -> 256"
+    assert mm_block[2].strip() == "median: 0.25 -> 0.5 ms (+100.0%)"
+    conv_block = out[out.index(f"  ~ {CONV}") :].splitlines()[:2]
+    assert conv_block[1].strip() == "median: 1.5 -> 1.5 ms (+0.0%)"  # same params, median moved by 0.02 %
+    assert out.rstrip().endswith("unchanged: 0")
+
+    code, _, _ = run(capsys, "diff", a, b, "--fail-on-change")
+    assert code == 1
+
+
+def test_diff_threshold_ignores_small_median_moves(capsys, lockdir):
+    a, b = lockdir / "nvidia-h100-80gb-hbm3.json", lockdir / "nvidia-a100-sxm4-40gb.json"
+    code, out, _ = run(capsys, "diff", a, b, "--threshold", "1")
+    assert code == 0
+    assert "changed (1):" in out and CONV not in out and "unchanged: 1" in out
+    code, _, err = run(capsys, "diff", a, b, "--threshold", "-1")
+    assert code == 2 and "threshold" in err
+
+
+def test_diff_identical_and_hash_changes(capsys, tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    merge_entries(a, {MM: entry(0.25)}, H100)
+    merge_entries(b, {MM: entry(0.25)}, H100)
+    code, out, _ = run(capsys, "diff", a, b, "--fail-on-change")
+    assert code == 0 and "no differences" in out and "unchanged: 1" in out
+
+    changed = entry(0.25)
+    changed["hashes"]["source"] = "s2"  # same winner, but the kernel source changed
+    merge_entries(b, {MM: changed}, H100)
+    code, out, _ = run(capsys, "diff", a, b, "--fail-on-change")
+    assert code == 1 and "hashes changed: source" in out and "params:" not in out
+
+    merge_entries(b, {}, H100, remove=[MM])  # an entry removed on one side is a change too
+    code, out, _ = run(capsys, "diff", a, b, "--fail-on-change")
+    assert code == 1 and f"only in A (1):\n  - {MM}" in out
+
+
+def test_diff_zero_median_and_added_param(capsys, tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    merge_entries(a, {MM: entry(0.0, block_size_x=128)}, H100)
+    merge_entries(b, {MM: entry(0.5, block_size_x=128, unroll=4)}, H100)
+    code, out, _ = run(capsys, "diff", a, b)
+    assert code == 0
+    assert "params: +unroll=4" in out and "(n/a)" in out
+
+
+def test_diff_corrupt_or_missing_exit_2_and_names_file(capsys, tmp_path, lockdir):
+    good = lockdir / "nvidia-h100-80gb-hbm3.json"
+    bad = tmp_path / "bad.json"
+    bad.write_text("<<<<<<< HEAD\n")
+    before = bad.read_bytes()
+    for argv in (["diff", good, bad], ["diff", bad, good], ["diff", good, bad, "--fail-on-change"]):
+        code, out, err = run(capsys, *argv)
+        assert code == 2 and out == "" and str(bad) in err, err
+    assert bad.read_bytes() == before
+    code, _, err = run(capsys, "diff", good, tmp_path / "missing.json")
+    assert code == 2 and "missing.json" in err
+
+
+# --------------------------------------------------------------------------- entry points
+
+
+def test_usage_errors_and_help_return_codes(capsys):
+    assert main([]) == 2
+    assert main(["frobnicate"]) == 2
+    assert main(["diff", "only-one.json"]) == 2
+    capsys.readouterr()
+    assert main(["--help"]) == 0
+    assert "show" in capsys.readouterr().out
+    assert main(["--version"]) == 0
+    assert pytest_autotune.__version__ in capsys.readouterr().out
+
+
+def test_python_dash_m_entry_point(lockdir):
+    env = dict(os.environ, PYTHONPATH=str(Path(pytest_autotune.__file__).parent.parent))
+    path = lockdir / "nvidia-h100-80gb-hbm3.json"
+    proc = subprocess.run([sys.executable, "-m", "pytest_autotune", "show", str(path)], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert MM in proc.stdout
+    proc = subprocess.run([sys.executable, "-m", "pytest_autotune", "show", str(path) + ".missing"], env=env, capture_output=True, text=True)
+    assert proc.returncode == 2 and "no such file" in proc.stderr
+    assert read_lockfile(path) is not None
