@@ -1,0 +1,79 @@
+"""The CI regression gate: re-time the locked winner and decide pass, fail or "faster".
+
+Kept free of pytest so the decision can be tested (and reused) on its own:
+the plugin turns a :class:`GateOutcome` into ``pytest.fail`` or a summary row.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+from .measure import Comparison, compare_samples
+from .results import Measurement
+
+
+@dataclass
+class GateOutcome:
+    """What the gate found for one kernel."""
+
+    verdict: str  # "pass" | "slower" | "faster" | "broken"
+    comparison: Comparison | None
+    measurement: Measurement
+    message: str = ""
+    stale_ranking: list[dict[str, Any]] = field(default_factory=list)  # runners-up that now beat the winner
+
+    @property
+    def failed(self) -> bool:
+        return self.verdict in ("slower", "broken")
+
+
+def retune_command(nodeid: str) -> str:
+    return f"pytest --autotune {nodeid}"
+
+
+def regression_message(kernel: str, nodeid: str, entry: Mapping[str, Any], cmp: Comparison) -> str:
+    """Reads like pytest-benchmark's comparison failure: what, how much, how sure, what to do."""
+    return "\n".join([
+        f"autotune regression: kernel {kernel!r} in {nodeid} got slower than its lock allows",
+        f"  locked median {cmp.locked_median:.6g} ms (n={cmp.n_locked})  ->  now {cmp.new_median:.6g} ms "
+        f"(n={cmp.n_new}): {cmp.change_pct:+.1f}%",
+        f"  tolerance {cmp.tolerance_pct:.3g}%, Mann-Whitney U one-sided p = {cmp.p_value:.3g} (alpha {cmp.alpha:g})",
+        f"  locked params: {dict(entry['params'])}",
+        f"  if the slowdown is expected, re-tune with: {retune_command(nodeid)}",
+    ])
+
+
+def run_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measurement: Measurement, tolerance: float,
+             alpha: float, measure_runner_up: Callable[[Mapping[str, Any]], Measurement] | None = None) -> GateOutcome:
+    """Compare a fresh measurement of the locked winner with the lock.
+
+    ``tolerance`` is a fraction (0.10 = 10 %). With ``measure_runner_up``
+    the recorded runners-up are re-timed too, and any that now beats the
+    winner significantly marks the lock stale (the optimum moved).
+    """
+    if not measurement.ok:
+        return GateOutcome("broken", None, measurement,
+                           f"autotune: the locked configuration of kernel {kernel!r} in {nodeid} no longer works "
+                           f"({measurement.failure}): {measurement.detail.strip()[:2000]}\n"
+                           f"  locked params: {dict(entry['params'])}\n  re-tune with: {retune_command(nodeid)}")
+    new_samples: Sequence[float] = measurement.samples or [measurement.value]  # type: ignore[list-item]
+    cmp = compare_samples(entry["samples"], new_samples, tolerance * 100.0, alpha)
+    outcome = GateOutcome("pass", cmp, measurement)
+    if cmp.slower:
+        outcome.verdict = "slower"
+        outcome.message = regression_message(kernel, nodeid, entry, cmp)
+    elif cmp.faster:
+        outcome.verdict = "faster"
+        outcome.message = (f"kernel {kernel!r} is {-cmp.change_pct:.1f}% faster than locked "
+                           f"(p = {cmp.p_value:.3g}); consider updating the lock: {retune_command(nodeid)}")
+    if measure_runner_up is not None:
+        for up in entry.get("runners_up", []) or []:
+            m = measure_runner_up(up["params"])
+            if not m.ok:
+                continue
+            # "faster" here means the runner-up beats the winner's fresh samples significantly.
+            rival = compare_samples(new_samples, m.samples or [m.value], tolerance * 100.0, alpha)
+            if rival.faster:
+                outcome.stale_ranking.append({"params": dict(up["params"]), "median": rival.new_median,
+                                              "change_pct": rival.change_pct, "p_value": rival.p_value})
+    return outcome

@@ -1,0 +1,140 @@
+"""The ``@pytest.mark.tune(...)`` arguments: validated once, at collection.
+
+A bad argument must be a collection error naming the argument and the test,
+not a failure deep inside a tuning run. Restrictions that read device limits
+(``max_threads``...) are checked for syntax and names here; whether the space
+they leave is empty can only be known once the device is (at run time).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from .evaluator import Budget
+from .measure import MeasureOptions
+from .space import SearchSpace, SearchSpaceError, compile_restriction
+from .strategies import StrategyError, validate_strategy_spec
+
+# Device limits runners hand to the space as constants (see runners.device).
+DEVICE_CONSTANTS = (
+    "max_threads", "max_shared_memory_per_block", "max_shared_memory", "max_registers_per_block",
+    "warp_size", "sm_count", "cpu_count", "l1_cache_size", "l2_cache_size", "l3_cache_size",
+    "compute_capability", "max_block_dim_x", "max_block_dim_y", "max_block_dim_z",
+)
+OBJECTIVES = ("time",)
+MARKER_ARGS = ("params", "restrictions", "strategy", "budget", "objective", "tolerance", "seed", "constants",
+               "measure", "alpha")
+
+
+class MarkerError(ValueError):
+    """A ``tune`` marker argument is invalid; the message names the argument."""
+
+
+@dataclass
+class TuneSettings:
+    """Everything a marked test asks for, with defaults resolved from ini options and flags."""
+
+    params: dict[str, list[Any]]
+    restrictions: list[Any] = field(default_factory=list)
+    strategy: Any = "auto"
+    budget: Budget = field(default_factory=Budget)
+    budget_text: str = ""
+    objective: str = "time"
+    tolerance: float = 0.10  # fraction of the locked median the gate allows
+    alpha: float = 0.01  # significance of the Mann-Whitney test
+    seed: int | None = None
+    constants: dict[str, Any] = field(default_factory=dict)
+    measure: MeasureOptions = field(default_factory=MeasureOptions)
+
+
+def _fail(arg: str, why: str) -> MarkerError:
+    return MarkerError(f"tune marker argument {arg!r}: {why}")
+
+
+def parse_marker(args: Sequence[Any], kwargs: Mapping[str, Any], defaults: Mapping[str, Any]) -> TuneSettings:
+    """Validate marker arguments; ``defaults`` come from ini options / command line.
+
+    Raises :class:`MarkerError` naming the bad argument.
+    """
+    if args:
+        raise MarkerError("the tune marker takes keyword arguments only, e.g. @pytest.mark.tune(params={...})")
+    unknown = sorted(set(kwargs) - set(MARKER_ARGS))
+    if unknown:
+        raise MarkerError(f"tune marker got unknown argument(s) {unknown}; known: {', '.join(MARKER_ARGS)}")
+    params = kwargs.get("params")
+    if not isinstance(params, Mapping) or not params:
+        raise _fail("params", "must be a non-empty dict of parameter name -> list of values")
+    restrictions = kwargs.get("restrictions") or []
+    if isinstance(restrictions, (str,)) or callable(restrictions):
+        restrictions = [restrictions]
+    if not isinstance(restrictions, (list, tuple)):
+        raise _fail("restrictions", "must be a list of expression strings or callables")
+    constants = kwargs.get("constants") or {}
+    if not isinstance(constants, Mapping):
+        raise _fail("constants", "must be a dict of name -> value")
+
+    strategy = kwargs.get("strategy", defaults.get("strategy", "auto"))
+    try:
+        validate_strategy_spec(strategy)
+    except StrategyError as exc:
+        raise _fail("strategy", str(exc)) from None
+
+    raw_budget = kwargs.get("budget", defaults.get("budget", 200))
+    try:
+        budget = Budget.parse(raw_budget)
+    except ValueError as exc:
+        raise _fail("budget", str(exc)) from None
+
+    objective = kwargs.get("objective", "time")
+    if objective not in OBJECTIVES:
+        raise _fail("objective", f"{objective!r} is not supported; choose from {', '.join(OBJECTIVES)}")
+
+    tolerance = kwargs.get("tolerance", defaults.get("tolerance", 0.10))
+    if not isinstance(tolerance, (int, float)) or isinstance(tolerance, bool) or not 0 <= tolerance < 10:
+        raise _fail("tolerance", f"{tolerance!r} must be a fraction of the locked time, e.g. 0.10 for 10%")
+    alpha = kwargs.get("alpha", defaults.get("alpha", 0.01))
+    if not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
+        raise _fail("alpha", f"{alpha!r} must be a significance level between 0 and 1, e.g. 0.01")
+    seed = kwargs.get("seed", defaults.get("seed"))
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+        raise _fail("seed", f"{seed!r} must be an integer or None")
+    try:
+        measure = MeasureOptions.coerce(kwargs.get("measure"))
+    except (ValueError, TypeError) as exc:
+        raise _fail("measure", str(exc)) from None
+
+    _check_space(dict(params), list(restrictions), dict(constants))
+    return TuneSettings(params={k: list(v) for k, v in params.items()}, restrictions=list(restrictions),
+                        strategy=strategy, budget=budget, budget_text=str(raw_budget), objective=objective,
+                        tolerance=float(tolerance), alpha=float(alpha), seed=seed, constants=dict(constants),
+                        measure=measure)
+
+
+def _reads_constants(text: str, names: Mapping[str, Any]) -> bool:
+    import ast
+
+    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(ast.parse(text.strip(), mode="eval")))
+
+
+def _check_space(params: dict, restrictions: list, constants: dict) -> None:
+    """Parameters and restrictions are well formed; the space is not empty when that is knowable now."""
+    try:
+        for name, values in params.items():
+            if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+                raise SearchSpaceError(f"parameter {name!r}: values must be a list")
+        device_names = {n: 1 for n in DEVICE_CONSTANTS if n not in params and n not in constants}
+        reads_device = False
+        for r in restrictions:
+            if isinstance(r, str):
+                compiled = compile_restriction(r, list(params), {**device_names, **constants})
+                reads_device = reads_device or _reads_constants(r, device_names)
+                del compiled
+            elif not callable(r):
+                raise SearchSpaceError(f"restriction {r!r} must be a string or a callable")
+        if not reads_device:
+            SearchSpace(params, restrictions, constants)
+        else:  # still check parameter value lists
+            SearchSpace(params, [], constants)
+    except SearchSpaceError as exc:
+        raise _fail("params" if "parameter" in str(exc) and "restriction" not in str(exc) else "restrictions",
+                    str(exc)) from None

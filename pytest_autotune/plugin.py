@@ -1,0 +1,191 @@
+"""pytest hooks only: options, the ``tune`` marker, the ``autotune`` fixture, summary, xdist hand-off.
+
+The engine (space, strategies, runners, lockfile) knows nothing of pytest;
+this module wires it into a test run and stays thin.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Generator
+
+import pytest
+
+from . import hookspec
+from .fixture import Autotune
+from .marker import MarkerError, TuneSettings, parse_marker
+from .report import format_table, write_json_report, write_plots
+from .session import MISSING_POLICIES, Options, SessionState
+
+STATE_KEY = pytest.StashKey[SessionState]()
+SETTINGS_KEY = pytest.StashKey[TuneSettings]()
+
+INI_OPTIONS = {
+    "autotune_strategy": ("default search strategy for tune markers without strategy=", "auto"),
+    "autotune_budget": ("default budget (evaluations, or a duration such as 90s)", "200"),
+    "autotune_tolerance": ("default allowed slowdown of the gate, as a fraction (0.10 = 10%)", "0.10"),
+    "autotune_alpha": ("significance level of the gate's Mann-Whitney U test", "0.01"),
+    "autotune_lockdir": ("directory of the per-device lockfiles, relative to the rootdir", "autotune.lock"),
+    "autotune_missing": ("what the gate does without a valid lock entry: skip, fail or tune", "skip"),
+}
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(hookspec)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("autotune", "auto-tuning of GPU kernels (pytest-autotune)")
+    group.addoption("--autotune", nargs="?", const="all", default=None, choices=("all", "missing"),
+                    help="tune marked tests and write the lockfile; --autotune=missing tunes only tests "
+                         "without a valid entry for this device")
+    group.addoption("--autotune-missing", choices=MISSING_POLICIES, default=None,
+                    help="gate without a valid lock entry: skip (default), fail, or tune")
+    group.addoption("--autotune-fresh", action="store_true", default=False,
+                    help="ignore the scratch cache of an interrupted tuning run")
+    group.addoption("--autotune-lockdir", default=None, help="directory of the lockfiles (ini: autotune_lockdir)")
+    group.addoption("--autotune-strategy", default=None, help="default strategy (ini: autotune_strategy)")
+    group.addoption("--autotune-budget", default=None, help="default budget (ini: autotune_budget)")
+    group.addoption("--autotune-tolerance", type=float, default=None,
+                    help="default gate tolerance as a fraction (ini: autotune_tolerance)")
+    group.addoption("--autotune-alpha", type=float, default=None, help="gate significance (ini: autotune_alpha)")
+    group.addoption("--autotune-seed", type=int, default=None, help="default strategy seed")
+    group.addoption("--autotune-ranking", action="store_true", default=False,
+                    help="gate: also re-time the locked runners-up and report a stale lock when one now wins")
+    group.addoption("--autotune-report", default=None, metavar="PATH", help="write a JSON report of the run")
+    group.addoption("--autotune-plots", default=None, metavar="DIR",
+                    help="write a convergence plot per tuned kernel (needs matplotlib)")
+    group.addoption("--autotune-devices", default=None, metavar="IDS",
+                    help="comma-separated GPU ids; pytest-xdist worker N uses id N modulo their count")
+    for name, (help_text, default) in INI_OPTIONS.items():
+        parser.addini(name, help_text, default=default)
+
+
+def _budget_default(text: str) -> Any:
+    return int(text) if text.strip().isdigit() else text.strip()
+
+
+def _resolve_options(config: pytest.Config) -> Options:
+    opt, ini = config.getoption, config.getini
+    rootdir = Path(str(config.rootpath))
+    lockdir = Path(opt("autotune_lockdir") or ini("autotune_lockdir"))
+    missing = opt("autotune_missing") or ini("autotune_missing")
+    if missing not in MISSING_POLICIES:
+        raise pytest.UsageError(f"autotune_missing = {missing!r}: choose from {', '.join(MISSING_POLICIES)}")
+    defaults = {
+        "strategy": opt("autotune_strategy") or ini("autotune_strategy"),
+        "budget": _budget_default(opt("autotune_budget") or ini("autotune_budget")),
+        "tolerance": opt("autotune_tolerance") if opt("autotune_tolerance") is not None else float(ini("autotune_tolerance")),
+        "alpha": opt("autotune_alpha") if opt("autotune_alpha") is not None else float(ini("autotune_alpha")),
+        "seed": opt("autotune_seed"),
+    }
+    devices = [d.strip() for d in (opt("autotune_devices") or "").split(",") if d.strip()]
+    cache_dir = Path(str(config.cache.mkdir("autotune"))) if getattr(config, "cache", None) else rootdir / ".autotune-scratch"
+    return Options(mode=opt("autotune"), missing=missing, fresh=opt("autotune_fresh"),
+                   lockdir=lockdir if lockdir.is_absolute() else rootdir / lockdir, scratch_dir=cache_dir,
+                   ranking=opt("autotune_ranking"), report=Path(opt("autotune_report")) if opt("autotune_report") else None,
+                   plots=Path(opt("autotune_plots")) if opt("autotune_plots") else None, devices=devices,
+                   defaults=defaults, verbosity=config.get_verbosity(),
+                   is_worker=hasattr(config, "workerinput"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "tune(params, restrictions=[], strategy='auto', budget=200, objective='time', "
+                                       "tolerance=0.10, seed=None, constants={}, measure={}, alpha=0.01): "
+                                       "auto-tune the kernel(s) this test runs through the autotune fixture")
+    config.addinivalue_line("markers", "gpu: needs a CUDA device; skipped cleanly without one")
+    options = _resolve_options(config)
+    worker = getattr(config, "workerinput", None)
+    if worker is not None and options.devices:
+        index = int(str(worker.get("workerid", "gw0")).lstrip("gw") or 0)
+        os.environ["CUDA_VISIBLE_DEVICES"] = options.devices[index % len(options.devices)]
+    state = SessionState(options)
+
+    def write_line(line: str) -> None:
+        # The terminal reporter registers after us, so look it up late; suspend
+        # output capture around the write, as pytest's live logging does.
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        capture = config.pluginmanager.get_plugin("capturemanager")
+        if reporter is None:
+            return
+        if capture is not None:
+            with capture.global_and_fixture_disabled():
+                reporter.write_line(line)
+        else:
+            reporter.write_line(line)
+
+    state.write_line = write_line
+    config.stash[STATE_KEY] = state
+    config.pluginmanager.register(_SummaryPlugin(state), "autotune-summary")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: Any) -> Generator[None, Any, Any]:
+    """Validate tune markers while collecting, so a bad argument is a collection error naming the test."""
+    items = yield
+    if not items:
+        return items
+    state = collector.config.stash[STATE_KEY]
+    for item in items if isinstance(items, list) else [items]:
+        marker = item.get_closest_marker("tune") if isinstance(item, pytest.Item) else None
+        if marker is None:
+            continue
+        try:
+            item.stash[SETTINGS_KEY] = parse_marker(marker.args, marker.kwargs, state.options.defaults)
+        except MarkerError as exc:
+            raise collector.CollectError(f"{item.nodeid}: {exc}") from None
+    return items
+
+
+@pytest.fixture
+def autotune(request: pytest.FixtureRequest) -> Autotune:
+    """Tune (``pytest --autotune``) or gate (plain ``pytest``) the kernels this test runs."""
+    item = request.node
+    settings = item.stash.get(SETTINGS_KEY, None)
+    if settings is None:
+        raise pytest.UsageError(f"{item.nodeid} uses the autotune fixture without @pytest.mark.tune(params=...)")
+    return Autotune(item, settings, request.config.stash[STATE_KEY])
+
+
+class _SummaryPlugin:
+    """Collects summary rows from test reports (from xdist workers too) and prints the table."""
+
+    def __init__(self, state: SessionState):
+        self.state = state
+        self.seen: set[tuple[str, str]] = set()
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        for name, row in getattr(report, "user_properties", []):
+            if name == "autotune" and (row["test"], row["kernel"]) not in self.seen:
+                self.state.rows.append(row)
+                self.seen.add((row["test"], row["kernel"]))
+
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+        if self.state.rows and not hasattr(config, "workerinput"):
+            _summary(terminalreporter, self.state)
+
+
+def _summary(terminalreporter: Any, state: SessionState) -> None:
+    rows = sorted(state.rows, key=lambda r: (r["test"], r["kernel"]))
+    if state.options.verbosity >= -1:
+        terminalreporter.write_sep("=", "autotune summary")
+        for line in format_table(rows):
+            terminalreporter.write_line(line)
+        for r in rows:
+            if r.get("status") == "faster":
+                terminalreporter.write_line(f"note: {r['message']}")
+            for rival in r.get("stale_ranking") or []:
+                terminalreporter.write_line(f"stale lock: {r['test']}::{r['kernel']} runner-up {rival['params']} "
+                                            f"is now {-rival['change_pct']:.1f}% faster than the locked winner")
+    if state.options.report is not None:
+        path = write_json_report(state.options.report, rows, {"mode": state.options.mode or "gate",
+                                                              "lockdir": str(state.options.lockdir)})
+        terminalreporter.write_line(f"autotune report written to {path}")
+    if state.options.plots is not None:
+        try:
+            written = write_plots(state.options.plots, rows)
+            terminalreporter.write_line(f"autotune: {len(written)} convergence plot(s) written to {state.options.plots}")
+        except ImportError:
+            terminalreporter.write_line("autotune: --autotune-plots needs matplotlib (pip install matplotlib)")
+
+

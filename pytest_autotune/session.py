@@ -1,0 +1,68 @@
+"""Run-wide state of the plugin: resolved options, progress output, collected summary rows."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from .evaluator import EvaluationRecord, Evaluator
+
+MISSING_POLICIES = ("skip", "fail", "tune")
+
+
+@dataclass
+class Options:
+    """Command-line flags and ini options after resolution (flag beats ini beats built-in default)."""
+
+    mode: str | None  # None = gate, "all" = tune every selected test, "missing" = tune tests without a valid entry
+    missing: str  # skip | fail | tune
+    fresh: bool
+    lockdir: Path
+    scratch_dir: Path
+    ranking: bool
+    report: Path | None
+    plots: Path | None
+    devices: list[str]
+    defaults: dict[str, Any]  # marker defaults: strategy, budget, tolerance, alpha, seed
+    verbosity: int = 0
+    is_worker: bool = False
+
+
+@dataclass
+class Progress:
+    """A live progress line per tuned kernel: evaluations/budget, best so far, failures, elapsed."""
+
+    write_line: Callable[[str], None] | None
+    label: str
+    budget: int | None
+    every: float = 1.0  # seconds between lines
+    started: float = field(default_factory=time.perf_counter)
+    last: float = 0.0
+    failures: int = 0
+
+    def __call__(self, record: EvaluationRecord, evaluator: Evaluator) -> None:
+        if record.measurement.failure is not None:
+            self.failures += 1
+        now = time.perf_counter()
+        done = evaluator.evaluations
+        final = self.budget is not None and done >= self.budget
+        if self.write_line is None or (now - self.last < self.every and not final):
+            return
+        self.last = now
+        best = evaluator.history.best
+        best_text = f"{best.value:.4g} ms" if best is not None else "-"
+        budget = self.budget if self.budget is not None else "-"
+        self.write_line(f"autotune {self.label}: {done}/{budget} evaluations, best {best_text}, "
+                        f"{self.failures} failed, {now - self.started:.1f}s")
+
+
+@dataclass
+class SessionState:
+    options: Options
+    write_line: Callable[[str], None] | None = None
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def progress(self, label: str, budget: int | None) -> Progress:
+        quiet = self.options.verbosity < 0 or self.options.is_worker
+        return Progress(None if quiet else self.write_line, label, budget)
