@@ -1,0 +1,62 @@
+"""Test-suite wiring: pytester for inner sessions, GPU tests skipped cleanly without a device,
+and the shared brute-forced spaces located once."""
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+REPO = Path(__file__).resolve().parent
+
+
+@functools.lru_cache(maxsize=1)
+def cuda_device_reason() -> str | None:
+    """None when a CUDA device is usable from Python, else why not (checked without creating a context)."""
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
+        try:
+            import pycuda.driver as drv  # noqa: F401
+        except ImportError:
+            return "neither cupy nor pycuda is installed"
+        try:
+            drv.init()
+            return None if drv.Device.count() > 0 else "no CUDA device"
+        except Exception as exc:  # pragma: no cover - depends on the machine
+            return f"CUDA unavailable: {exc}"
+    try:
+        import cupy
+
+        return None if cupy.cuda.runtime.getDeviceCount() > 0 else "no CUDA device"
+    except Exception as exc:  # pragma: no cover - depends on the machine
+        return f"CUDA unavailable: {exc}"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not any(item.get_closest_marker("gpu") for item in items):
+        return
+    reason = cuda_device_reason()
+    if reason is None:
+        return
+    skip = pytest.mark.skip(reason=f"gpu test: {reason}")
+    for item in items:
+        if item.get_closest_marker("gpu"):
+            item.add_marker(skip)
+
+
+def shared_spaces_dir() -> Path:
+    """``$AUTOTUNE_SPACES`` or ``../shared/data/spaces`` beside the repository."""
+    return Path(os.environ.get("AUTOTUNE_SPACES", REPO.parent / "shared" / "data" / "spaces"))
+
+
+@pytest.fixture(scope="session")
+def spaces_dir() -> Path:
+    """The brute-forced spaces folder; tests using it skip when it is absent."""
+    path = shared_spaces_dir()
+    if not path.is_dir():
+        pytest.skip(f"shared search spaces not found at {path} (set AUTOTUNE_SPACES)")
+    return path
