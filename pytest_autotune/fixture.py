@@ -16,7 +16,7 @@ import pytest
 
 from . import __version__
 from .evaluator import SearchHistory
-from .gate import GateOutcome, run_gate
+from .gate import GateOutcome, retune_command, run_gate
 from .hashing import describe_callable, hash_problem, hash_source, hash_space, stable_hash
 from .lockfile import LockfileError, entry_key, get_entry, lockfile_path, merge_entries, read_lockfile, stale_hashes, utc_timestamp
 from .marker import TuneSettings
@@ -26,7 +26,13 @@ from .runners.errors import BackendUnavailable
 from .scratch import ScratchCache
 from .session import SessionState
 from .space import SearchSpaceError
-from .tuner import TuneError, TuneResult, build_space, tune
+from .tuner import TuneError, TuneResult, _evaluate, build_space, tune
+
+
+def _failed(message: str) -> BaseException:
+    """pytest's failure exception, to raise ``from None`` inside an ``except`` block: the
+    message alone, without "During handling of the above exception..." and the chained error."""
+    return pytest.fail.Exception(message, pytrace=False)
 
 
 @dataclass
@@ -94,6 +100,34 @@ class Autotune:
             None, runner="callable", launch=launch, expected=expected, atol=atol, rtol=rtol, verify=verify,
             sync=sync, measure=self.settings.measure, **runner_options))
 
+    def replay(self, recording: Any, *, name: str | None = None, scale: float = 1.0, noise: float = 0.0,
+               seed: int | None = None, definition: Any = None) -> KernelResult:
+        """Tune or gate against recorded measurements (a Kernel Tuner cache, T4 or KTT file).
+
+        The marker's ``params`` must describe the recorded space. ``scale``
+        multiplies every recorded time (simulate a slower or faster kernel);
+        ``noise`` adds seeded relative noise to the samples.
+        """
+        from pathlib import Path
+
+        from .datasets import load_dataset
+        from .runners.replay import ReplayRunner
+
+        path = Path(recording)
+        if not path.is_absolute():
+            path = Path(str(self.item.config.rootpath)) / path
+        label = name or path.name.split(".")[0]
+        recorded = load_dataset(path, definition)
+        # The recording stands for the kernel *and* the hardware: its identity (kernel, format,
+        # parameters, restrictions) is the "source"; its times are what the gate compares. Hashing
+        # the file's bytes would turn every re-recorded (slower, faster, re-ranked) file into a
+        # stale entry, and the gate could never see it.
+        identity = {"format": recorded.format, "kernel": recorded.kernel, "params": recorded.params,
+                    "restrictions": [str(r) for r in recorded.restrictions]}
+        hashes = {"source": hash_source(stable_hash(identity)), "space": self._space_hash(),
+                  "problem": hash_problem(None, [])}
+        return self._run(label, hashes, lambda: ReplayRunner(recorded, noise=noise, scale=scale, seed=seed))
+
     # -- internals -------------------------------------------------------------------------
     def _space_hash(self) -> str:
         s = self.settings
@@ -114,7 +148,7 @@ class Autotune:
             try:
                 lock = read_lockfile(path)
             except LockfileError as exc:
-                pytest.fail(f"autotune: {exc} (the file was left untouched; fix or delete it)", pytrace=False)
+                raise _failed(f"autotune: {exc} (the file was left untouched; fix or delete it)") from None
             key = entry_key(self.item.nodeid, label)
             entry = get_entry(lock, self.item.nodeid, label)
             stale = stale_hashes(entry, hashes) if entry is not None else []
@@ -128,7 +162,7 @@ class Autotune:
                     pytest.skip(f"autotune: {why}; run pytest --autotune to create it")
                 if opts.missing == "fail":
                     self._row(label, "gate", "stale" if stale else "missing", message=why)
-                    pytest.fail(f"autotune: {why}; run pytest --autotune {self.item.nodeid}", pytrace=False)
+                    pytest.fail(f"autotune: {why}; run {retune_command(self.item.nodeid)}", pytrace=False)
                 tune_now = True  # policy "tune"
             if tune_now:
                 result = self._tune(label, key, hashes, runner, path, device, entry)
@@ -145,12 +179,15 @@ class Autotune:
         try:
             space = build_space(s.params, s.restrictions, runner, s.constants)
         except SearchSpaceError as exc:
-            pytest.fail(f"autotune: search space of {self.item.nodeid}::{label}: {exc}", pytrace=False)
+            raise _failed(f"autotune: search space of {self.item.nodeid}::{label}: {exc}") from None
         scratch = ScratchCache(opts.scratch_dir, key, hashes)
         cached = {} if opts.fresh else scratch.load(space)
         if opts.fresh:
             scratch.clear()
-        progress = self.state.progress(f"{self.item.nodeid}::{label}", s.budget.max_evaluations)
+        # Out of the evaluations this search can make: a space smaller than the budget ends early, and
+        # the progress line must say so ("12/12", not "12/200" and never a final line).
+        total = min(s.budget.max_evaluations, len(space)) if s.budget.max_evaluations else None
+        progress = self.state.progress(f"{self.item.nodeid}::{label}", total)
 
         def on_record(record: Any, evaluator: Any) -> None:
             if record.row not in cached:
@@ -161,12 +198,12 @@ class Autotune:
             result = tune(runner, space=space, strategy=s.strategy, budget=s.budget, seed=s.seed,
                           cache=cached, on_record=on_record)
         except TuneError as exc:
-            pytest.fail(f"autotune: {self.item.nodeid}::{label}: {exc}", pytrace=False)
+            raise _failed(f"autotune: {self.item.nodeid}::{label}: {exc}") from None
         entry = self._entry(label, hashes, result, runner)
         try:
             merge_entries(path, {key: entry}, device)
         except LockfileError as exc:
-            pytest.fail(f"autotune: {exc} (the file was left untouched)", pytrace=False)
+            raise _failed(f"autotune: {exc} (the file was left untouched)") from None
         scratch.clear()
         change = None
         if old is not None and old.get("stats", {}).get("median"):
@@ -205,7 +242,8 @@ class Autotune:
 
     def _gate(self, label: str, entry: Mapping[str, Any], runner: Any) -> KernelResult:
         s, opts = self.settings, self.state.options
-        measurement = runner.evaluate(entry["params"], keep_outputs=True)
+        # Not every runner keeps outputs (the replay runner has none): same fallback as tune().
+        measurement = _evaluate(runner, entry["params"], keep_outputs=True)
         rival = (lambda params: runner.evaluate(params)) if opts.ranking else None
         outcome = run_gate(label, self.item.nodeid, entry, measurement, s.tolerance, s.alpha, rival)
         cmp = outcome.comparison

@@ -36,7 +36,7 @@ class Progress:
     write_line: Callable[[str], None] | None
     label: str
     budget: int | None
-    every: float = 1.0  # seconds between lines
+    every: float = 3.0  # seconds between lines
     started: float = field(default_factory=time.perf_counter)
     last: float = 0.0
     failures: int = 0

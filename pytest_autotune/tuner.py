@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from .evaluator import Budget, EvaluationRecord, Evaluator, SearchHistory
 from .measure import TimingStats
 from .results import Measurement
-from .runners.base import Runner
+from .runners.base import Runner, supports_profiling
 from .runners.device import DeviceInfo
 from .space import SearchSpace
 from .space.searchspace import RestrictionLike
@@ -98,6 +98,12 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
             raise ValueError("tune() needs params (or a prebuilt space)")
         space = build_space(params, restrictions, runner, constants)
     search = make_strategy(strategy, space, seed=seed)
+    if search.requires_profiling:
+        if not supports_profiling(runner):
+            raise TuneError(f"strategy {search.name!r} needs hardware counters, but the {runner.name!r} runner "
+                            "cannot profile (use the replay runner on a recording with counters, or a CUDA runner "
+                            "with Nsight Compute installed)")
+        search.profiler = runner.profile  # type: ignore[attr-defined]
     evaluator = Evaluator(space, runner.evaluate, budget, cache=cache, on_record=on_record)
     history = evaluator.run(search)
     ranked = history.ranked()

@@ -34,7 +34,7 @@ class ProfilingRunner(Runner, Protocol):
 
 
 def supports_profiling(runner: object) -> bool:
-    return callable(getattr(runner, "profile", None))
+    return callable(getattr(runner, "profile", None)) and bool(getattr(runner, "can_profile", True))
 
 
 from .device import DeviceInfo  # noqa: E402  (re-export for type hints)

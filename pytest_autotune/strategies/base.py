@@ -16,7 +16,7 @@ their own view of what they have seen in :attr:`Strategy.observed`.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, Generator, Iterable, Union
+from typing import Any, Callable, ClassVar, Generator, Iterable, Union
 
 import numpy as np
 
@@ -53,6 +53,9 @@ class Strategy:
 
     name: ClassVar[str] = ""
     Hyperparameters: ClassVar[type] = NoHyperparameters
+    # Strategies steered by hardware counters set this; the tuner then hands them
+    # ``profiler(params) -> {counter: value}`` (a runner's ``profile``) before the search.
+    requires_profiling: ClassVar[bool] = False
 
     def __init__(self, space: SearchSpace, seed: int | None = None, **hyperparameters: Any):
         self.space = space
@@ -69,6 +72,7 @@ class Strategy:
             raise StrategyError(f"strategy {self.name!r}: {exc}") from None
         self.hp.validate()
         self.observed: dict[int, float | None] = {}  # row -> objective or None (failure)
+        self.profiler: Callable[[dict[str, Any]], dict[str, float]] | None = None
         self.budget: int = len(space)
 
     # -- the protocol --------------------------------------------------------------
