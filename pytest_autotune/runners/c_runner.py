@@ -1,0 +1,275 @@
+"""The ``c`` runner: C/C++ on the CPU, compiled with gcc/g++, called through ctypes.
+
+Each configuration is compiled with ``-O3 -shared -fPIC`` into a shared
+library kept in an on-disk cache named by the hash of compiler, flags and the
+rendered source (which carries every parameter as a ``#define``), so a second
+run of the same configuration skips the compiler. Array arguments are passed
+as pointers to buffers the runner owns (allocated once per runner); numpy
+scalars by value with the matching ctypes type. The runner times each call
+from outside with ``perf_counter_ns``; the C function need not time itself.
+
+C++ and templates: for a C++ source the runner appends an ``extern "C"``
+accessor that returns the address of the kernel expression, e.g.
+``&vadd<4, 2>``. Taking the address instantiates the template, and the
+runner never has to know a mangled name or parse a signature; non-template
+C++ functions work the same way, with or without ``extern "C"``.
+"""
+from __future__ import annotations
+
+import _ctypes
+import ctypes
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from time import perf_counter_ns
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..measure import MeasureOptions
+from .device import DeviceInfo, compiler_version, cpu_constants, detect_cpu_device
+from .errors import BackendUnavailable, SpecError
+from .executor import CompileFailed, CompiledKernelExecutor
+from .isolation import HostedRunner
+from .kernel import Geometry, KernelSpec
+
+ACCESSOR = "pytest_autotune_kernel_address"
+DEFAULT_FLAGS = ("-O3",)
+_MAX_LOG = 20000
+
+
+def default_cache_dir() -> Path:
+    """``$PYTEST_AUTOTUNE_CACHE_DIR/c``, else ``$XDG_CACHE_HOME/pytest-autotune/c``, else ``~/.cache/...``."""
+    root = os.environ.get("PYTEST_AUTOTUNE_CACHE_DIR")
+    if root:
+        return Path(root) / "c"
+    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(xdg) / "pytest-autotune" / "c"
+
+
+def ctype_of(value: Any) -> Any:
+    """ctypes type passing a numpy scalar by value."""
+    dtype = np.asarray(value).dtype
+    if dtype == np.bool_:
+        return ctypes.c_bool
+    try:
+        return np.ctypeslib.as_ctypes_type(dtype)
+    except NotImplementedError:
+        raise SpecError(f"numpy scalar of dtype {dtype} has no C equivalent for the C runner") from None
+
+
+class CExecutor(CompiledKernelExecutor):
+    """In-process half of :class:`CRunner`."""
+
+    name = "c"
+    uses_geometry = False
+
+    def __init__(
+        self,
+        spec: KernelSpec,
+        measure: MeasureOptions | None = None,
+        *,
+        compiler: str | None = None,
+        flags: Sequence[str] = DEFAULT_FLAGS,
+        cache_dir: str | os.PathLike | None = None,
+        unload: bool | None = None,
+    ) -> None:
+        super().__init__(spec, measure)
+        if spec.lang not in ("c", "c++"):
+            raise SpecError(f"the c runner compiles C or C++, not {spec.lang!r} source")
+        self.cxx = spec.lang == "c++"
+        if spec.is_template and not self.cxx:
+            raise SpecError(f"template kernel name {spec.kernel_name!r} needs C++ source (.cpp or lang='c++')")
+        self.compiler = compiler or os.environ.get("CXX" if self.cxx else "CC") or ("g++" if self.cxx else "gcc")
+        if shutil.which(self.compiler) is None:
+            raise BackendUnavailable(f"compiler {self.compiler!r} not found on PATH")
+        self.compiler_id = compiler_version(self.compiler)
+        includes = [f"-I{spec.source_file.parent}"] if spec.source_file else []
+        self.flags = [*flags, "-shared", "-fPIC", *includes, *spec.compiler_options]
+        self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        # dlclose after each configuration keeps long runs from piling up mappings;
+        # OpenMP runtimes are known to crash when their user library is unloaded.
+        uses_openmp = "#pragma omp" in spec.code or any("openmp" in f for f in self.flags)
+        self.unload = (not uses_openmp) if unload is None else unload
+
+        self.buffers = list(spec.args)
+        for i, arg in enumerate(self.buffers):
+            if isinstance(arg, np.ndarray):
+                self.buffers[i] = np.array(arg, copy=True, order="C")
+        self.outputs = spec.output_indices
+        self.pristine = {i: self.buffers[i].copy() for i in self.outputs}
+        self.argtypes = [ctypes.c_void_p if isinstance(a, np.ndarray) else ctype_of(a) for a in self.buffers]
+        self.cargs = [
+            ctypes.c_void_p(a.ctypes.data) if isinstance(a, np.ndarray) else t(a.item())
+            for a, t in zip(self.buffers, self.argtypes)
+        ]
+        self._device = detect_cpu_device(self.compiler)
+        self._flush: np.ndarray | None = None
+        self._flush_value = 0
+        self.cache_hits = 0
+        self.cache_misses = 0
+        self._last_cache_hit = False
+
+    def device(self) -> DeviceInfo:
+        return self._device
+
+    def constants(self) -> dict[str, Any]:
+        return cpu_constants(self._device)
+
+    # -- compile ---------------------------------------------------------------
+    def full_source(self, source: str, name: str) -> str:
+        if not self.cxx:
+            return source
+        return source + f'\nextern "C" void* {ACCESSOR}(void) {{ return reinterpret_cast<void*>(&{name}); }}\n'
+
+    def cache_key(self, source: str, name: str) -> str:
+        blob = json.dumps([self.compiler, self.compiler_id, self.flags, self.spec.lang, name, source])
+        return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+    def compile(self, source: str, name: str) -> Any:
+        text = self.full_source(source, name)
+        key = self.cache_key(text, name)
+        library = self.cache_dir / f"{key}.so"
+        hit = library.exists()
+        self._last_cache_hit = hit
+        if hit:
+            self.cache_hits += 1
+        else:
+            self.cache_misses += 1
+            self._build(text, library)
+        try:
+            lib = ctypes.CDLL(str(library), mode=os.RTLD_LOCAL | os.RTLD_NOW)
+        except OSError as exc:
+            raise CompileFailed(f"cannot load the compiled library {library}: {exc}") from None
+        try:
+            if self.cxx:
+                address_of = getattr(lib, ACCESSOR)
+                address_of.restype = ctypes.c_void_p
+                address_of.argtypes = []
+                fn = ctypes.CFUNCTYPE(None, *self.argtypes)(address_of())
+            else:
+                fn = getattr(lib, self.spec.base_name)
+                fn.argtypes = self.argtypes
+                fn.restype = None
+        except AttributeError:
+            self._unload(lib)
+            raise CompileFailed(
+                f"function {self.spec.base_name!r} not found in the compiled library; "
+                "check kernel_name (and, in C, that the function is not static)"
+            ) from None
+        return lib, fn
+
+    def _build(self, text: str, library: Path) -> None:
+        suffix = ".cpp" if self.cxx else ".c"
+        with tempfile.TemporaryDirectory(prefix="autotune-c-", dir=self.cache_dir) as tmp:
+            src = Path(tmp) / f"{library.stem}{suffix}"
+            src.write_text(text)
+            out = Path(tmp) / library.name
+            cmd = [self.compiler, *self.flags, "-o", str(out), str(src)]
+            try:
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=self.measure.compile_timeout_s)
+            except subprocess.TimeoutExpired:
+                raise CompileFailed(f"compiler timed out after {self.measure.compile_timeout_s:g} s") from None
+            if proc.returncode != 0:
+                log = (proc.stderr or proc.stdout or "").strip()
+                raise CompileFailed(f"$ {' '.join(cmd)}\n{log[-_MAX_LOG:]}")
+            os.replace(out, library)  # atomic: concurrent runners never load a half-written file
+            src_keep = library.with_suffix(suffix)
+            os.replace(src, src_keep)  # the exact source stays next to its library
+
+    def kernel_info(self, kernel: Any) -> dict[str, Any]:
+        return {"cache_hit": self._last_cache_hit}
+
+    def release(self, kernel: Any) -> None:
+        lib, _ = kernel
+        if self.unload:
+            self._unload(lib)
+
+    @staticmethod
+    def _unload(lib: Any) -> None:
+        try:
+            _ctypes.dlclose(lib._handle)
+        except OSError:
+            pass
+
+    # -- run -------------------------------------------------------------------
+    def restore_outputs(self) -> None:
+        for i in self.outputs:
+            np.copyto(self.buffers[i], self.pristine[i])
+
+    def flush_cache(self) -> None:
+        if self._flush is None:
+            llc = max([v for k, v in self.constants().items() if k.endswith("_cache")] or [32 << 20])
+            self._flush = np.empty(2 * llc, dtype=np.uint8)
+        self._flush_value = (self._flush_value + 1) & 0xFF
+        self._flush.fill(self._flush_value)
+
+    def run_once(self, kernel: Any, geometry: Geometry) -> None:
+        kernel[1](*self.cargs)
+
+    def timed_run(self, kernel: Any, geometry: Geometry) -> float:
+        fn, args = kernel[1], self.cargs
+        t0 = perf_counter_ns()
+        fn(*args)
+        t1 = perf_counter_ns()
+        return (t1 - t0) * 1e-6
+
+    def fetch_outputs(self) -> list[Any]:
+        views = []
+        for value in self.buffers:
+            if isinstance(value, np.ndarray):
+                value = value.view()
+                value.flags.writeable = False
+            views.append(value)
+        return views
+
+
+class CRunner(HostedRunner):
+    """Tune C/C++ functions on the CPU.
+
+    Options: ``isolate`` (default True: segfaults and endless loops cost one
+    configuration), ``measure`` (:class:`MeasureOptions` or a dict),
+    ``compiler`` (default ``$CC``/``$CXX`` or gcc/g++), ``flags`` (default
+    ``("-O3",)``; ``-shared -fPIC`` are always added), ``cache_dir``.
+    """
+
+    name = "c"
+    executor_target = "pytest_autotune.runners.c_runner:CExecutor"
+
+    def __init__(
+        self,
+        spec: KernelSpec,
+        *,
+        isolate: bool = True,
+        measure: MeasureOptions | dict[str, Any] | None = None,
+        compiler: str | None = None,
+        flags: Sequence[str] = DEFAULT_FLAGS,
+        cache_dir: str | os.PathLike | None = None,
+        unload: bool | None = None,
+    ) -> None:
+        if not isinstance(spec, KernelSpec):
+            raise SpecError(f"CRunner needs a KernelSpec, got {type(spec).__name__}")
+        if spec.lang not in ("c", "c++"):
+            raise SpecError(f"the c runner compiles C or C++, not {spec.lang!r} source")
+        if spec.is_template and spec.lang != "c++":
+            raise SpecError(f"template kernel name {spec.kernel_name!r} needs C++ source (.cpp or lang='c++')")
+        comp = compiler or os.environ.get("CXX" if spec.lang == "c++" else "CC") or (
+            "g++" if spec.lang == "c++" else "gcc"
+        )
+        if shutil.which(comp) is None:
+            raise BackendUnavailable(f"the c runner needs a C compiler; {comp!r} is not on PATH")
+        self.spec = spec
+        super().__init__(
+            isolate=isolate,
+            measure=measure,
+            spec=spec,
+            compiler=compiler,
+            flags=tuple(flags),
+            cache_dir=str(cache_dir) if cache_dir else None,
+            unload=unload,
+        )

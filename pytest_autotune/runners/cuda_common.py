@@ -1,0 +1,155 @@
+"""Helpers shared by the CUDA runners (cupy, pycuda): error triage and symbol lookup.
+
+Kept free of cupy/pycuda imports so it can be tested without a GPU.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..results import FailureKind
+from .executor import RunFailure
+from .kernel import split_template
+
+# Errors after which the CUDA context is unusable ("sticky"): the worker
+# process must be replaced. Matched on the error text with everything but
+# letters removed, so driver names (CUDA_ERROR_ILLEGAL_ADDRESS), runtime names
+# (cudaErrorIllegalAddress) and messages ("an illegal memory access was
+# encountered") all match.
+_STICKY = (
+    "illegaladdress",
+    "illegalmemoryaccess",
+    "illegalinstruction",
+    "misalignedaddress",
+    "invalidpc",
+    "invalidprogramcounter",
+    "launchfailed",
+    "launchfailure",
+    "hardwarestackerror",
+    "launchtimeout",
+    "assert",
+    "exceptionduringkernel",
+)
+# Errors that reject a launch without harming the context.
+_LAUNCH_CONFIG = (
+    "outofresources",
+    "toomanyresources",
+    "invalidvalue",
+    "invalidconfiguration",
+    "invalidresourcehandle",
+    "cooperativelaunchtoolarge",
+)
+
+
+def _letters(text: str) -> str:
+    return re.sub(r"[^a-z]", "", text.lower())
+
+
+def cuda_failure(exc: BaseException, stage: str) -> RunFailure:
+    """Classify a CUDA exception raised during ``stage`` ("launch" or "run").
+
+    Sticky errors are RUNTIME and poison the process. Resource/configuration
+    errors at launch are LAUNCH and leave the context usable. Anything else
+    after a launch is treated as RUNTIME and, to be safe, as poisoning.
+    """
+    if isinstance(exc, RunFailure):
+        return exc
+    text = f"{type(exc).__name__}: {exc}"
+    letters = _letters(text)
+    if any(token in letters for token in _STICKY):
+        return RunFailure(FailureKind.RUNTIME, text, poisoned=True)
+    if stage == "launch":
+        poisoned = not any(token in letters for token in _LAUNCH_CONFIG)
+        return RunFailure(FailureKind.LAUNCH, text, poisoned=poisoned)
+    return RunFailure(FailureKind.RUNTIME, text, poisoned=True)
+
+
+# ----------------------------------------------------------------------------
+# Finding a kernel's symbol in a cubin (PyCUDA compiles with nvcc, which does
+# not report mangled names the way NVRTC's name expressions do).
+# ----------------------------------------------------------------------------
+_TYPE_CODES = {
+    "void": "v", "bool": "b", "char": "c", "signed char": "a", "unsigned char": "h",
+    "short": "s", "unsigned short": "t", "int": "i", "unsigned": "j", "unsigned int": "j",
+    "long": "l", "unsigned long": "m", "long long": "x", "unsigned long long": "y",
+    "float": "f", "double": "d", "__half": "6__half", "half": "6__half",
+    "int8_t": "a", "uint8_t": "h", "int16_t": "s", "uint16_t": "t", "int32_t": "i",
+    "uint32_t": "j", "int64_t": "l", "uint64_t": "m", "size_t": "m",
+}
+
+
+def split_top_level(text: str) -> list[str]:
+    """Split template arguments at commas outside nested <>, () and []."""
+    parts, depth, current = [], 0, []
+    for ch in text:
+        if ch in "<([":
+            depth += 1
+        elif ch in ">)]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(current).strip())
+            current = []
+        else:
+            current.append(ch)
+    if "".join(current).strip():
+        parts.append("".join(current).strip())
+    return parts
+
+
+def _mangled_arg_pattern(arg: str) -> str:
+    arg = " ".join(arg.split())
+    if re.fullmatch(r"-?\d+[uUlL]*", arg):
+        digits = arg.rstrip("uUlL")
+        neg = digits.startswith("-")
+        return f"L[a-z]{'n' if neg else ''}{digits.lstrip('-')}E"
+    if arg in ("true", "false"):
+        return f"Lb{1 if arg == 'true' else 0}E"
+    if arg in _TYPE_CODES:
+        return re.escape(_TYPE_CODES[arg])
+    return ".+?"
+
+
+def mangled_prefix_pattern(name_expr: str) -> re.Pattern[str]:
+    """Regex for the Itanium-mangled prefix of a global-scope kernel expression."""
+    base, targs = split_template(name_expr)
+    head = f"_Z{len(base)}{re.escape(base)}"
+    if targs is None:
+        return re.compile(head + r"(?!I)")
+    args = "".join(_mangled_arg_pattern(a) for a in split_top_level(targs))
+    return re.compile(head + "I" + args + "E")
+
+
+def find_kernel_symbol(binary: bytes, name_expr: str) -> str:
+    """Symbol of ``name_expr`` (``vadd`` or ``matmul<16, 8>``) in a cubin/ELF image.
+
+    An ``extern "C"`` kernel appears under its plain name; a C++ one under a
+    mangled name matched by :func:`mangled_prefix_pattern`. Kernels must be
+    at global scope (no namespaces).
+    """
+    base, targs = split_template(name_expr)
+    if targs is None and (b"\0" + base.encode() + b"\0") in binary:
+        return base
+    candidates = sorted(
+        {m.decode() for m in re.findall(rb"_Z%d%s[A-Za-z0-9_]*" % (len(base), re.escape(base.encode())), binary)}
+    )
+    pattern = mangled_prefix_pattern(name_expr)
+    matching = [c for c in candidates if pattern.match(c)]
+    if len(matching) == 1:
+        return matching[0]
+    if not matching:
+        raise LookupError(f"kernel {name_expr!r} not found in the compiled module (symbols: {candidates or 'none'})")
+    raise LookupError(f"kernel {name_expr!r} is ambiguous in the compiled module: {matching}")
+
+
+def instantiation_reference(name_expr: str) -> str:
+    """Source line that makes nvcc instantiate (and emit) a kernel template.
+
+    Taking the address in host code is what a ``kernel<...><<<>>>`` launch
+    does, so the device side emits the instance, without the runner having to
+    repeat the kernel's signature in an explicit instantiation.
+    """
+    return f"\nstatic void* const pytest_autotune_instance_ = (void*)&{name_expr};\n"
+
+
+def exception_text(exc: Any) -> str:
+    return f"{type(exc).__name__}: {exc}"

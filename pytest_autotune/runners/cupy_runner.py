@@ -1,0 +1,190 @@
+"""The ``cupy`` runner: CUDA kernels compiled with NVRTC through ``cupy.RawModule``.
+
+Every kernel name goes through ``name_expressions``, so NVRTC instantiates
+templates (``kernel_name="matmul<tx, ty>"``) and resolves mangled names (a
+kernel need not be ``extern "C"``). Device buffers are
+allocated once per runner; output buffers are restored before every run from
+a pristine device copy of the host values (a device-to-device copy, much
+cheaper than re-uploading). Timing uses CUDA events around the launch.
+cupy is imported lazily, in the process that owns the device.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..measure import MeasureOptions
+from .cuda_common import cuda_failure
+from .device import DeviceInfo, cuda_constants, detect_cuda_device_cupy
+from .errors import BackendUnavailable, SpecError
+from .executor import CompileFailed, CompiledKernelExecutor, RunFailure, check_kernel_resources
+from .isolation import HostedRunner
+from .kernel import Geometry, KernelSpec
+
+
+def import_cupy(device_id: int = 0) -> Any:
+    """Import cupy and check the device exists; BackendUnavailable otherwise."""
+    try:
+        import cupy
+    except ImportError as exc:
+        raise BackendUnavailable(f"the cupy runner needs CuPy (pip install cupy-cuda12x): {exc}") from None
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # CUDARuntimeError without a driver/device
+        raise BackendUnavailable(f"no usable CUDA device for CuPy: {exc}") from None
+    if count <= device_id:
+        raise BackendUnavailable(f"CUDA device {device_id} requested but {count} device(s) present")
+    return cupy
+
+
+class CupyExecutor(CompiledKernelExecutor):
+    """In-process half of :class:`CupyRunner`."""
+
+    name = "cupy"
+
+    def __init__(self, spec: KernelSpec, measure: MeasureOptions | None = None, *, device_id: int = 0) -> None:
+        super().__init__(spec, measure)
+        if spec.lang != "cuda":
+            raise SpecError(f"the cupy runner compiles CUDA source, not {spec.lang!r}")
+        cp = self.cp = import_cupy(device_id)
+        cp.cuda.Device(device_id).use()
+        self._device = detect_cuda_device_cupy(device_id)
+        self._constants = cuda_constants(self._device)
+        self.default_smem = int(self._device.properties.get("max_shared_memory_per_block_default", 48 * 1024))
+        self.stream = cp.cuda.get_current_stream()
+        self.options = tuple(spec.compiler_options) + (
+            (f"-I{spec.source_file.parent}",) if spec.source_file else ()
+        )
+        self.buffers = [cp.asarray(a) if isinstance(a, np.ndarray) else a for a in spec.args]
+        self.outputs = spec.output_indices
+        self.pristine = {i: self.buffers[i].copy() for i in self.outputs}
+        self.launch_args = tuple(self.buffers)
+        self.start_event, self.end_event = cp.cuda.Event(), cp.cuda.Event()
+        self._flush: Any = None
+        self._flush_value = 0
+        cp.cuda.Device(device_id).synchronize()
+
+    def device(self) -> DeviceInfo:
+        return self._device
+
+    def constants(self) -> dict[str, Any]:
+        return dict(self._constants)
+
+    def classify(self, exc: BaseException, stage: str) -> RunFailure:
+        return cuda_failure(exc, stage)
+
+    # -- compile ---------------------------------------------------------------
+    def compile(self, source: str, name: str) -> Any:
+        cp = self.cp
+        from cupy.cuda.compiler import CompileException
+
+        try:
+            # name_expressions for every kernel: NVRTC then resolves the mangled
+            # name, so templates and kernels without extern "C" both work.
+            module = cp.RawModule(code=source, options=self.options, name_expressions=[name])
+            kernel = module.get_function(name)
+            kernel.num_regs  # noqa: B018 - forces compile + load so errors surface here
+        except CompileException as exc:
+            message = exc.get_message() if hasattr(exc, "get_message") else str(exc)
+            raise CompileFailed(message) from None
+        except Exception as exc:  # e.g. module load (JIT/ptxas) failures
+            raise CompileFailed(f"{type(exc).__name__}: {exc}") from None
+        return module, kernel
+
+    def kernel_info(self, kernel: Any) -> dict[str, Any]:
+        fn = kernel[1]
+        return {
+            "registers": int(fn.num_regs),
+            "static_shared_mem": int(fn.shared_size_bytes),
+            "local_mem": int(fn.local_size_bytes),
+        }
+
+    def check_compiled(self, kernel: Any, geometry: Geometry) -> str | None:
+        fn = kernel[1]
+        _, block, smem = geometry
+        reason = check_kernel_resources(
+            threads=block[0] * block[1] * block[2],
+            static_smem=int(fn.shared_size_bytes),
+            dynamic_smem=smem,
+            registers_per_thread=int(fn.num_regs),
+            kernel_max_threads=int(fn.max_threads_per_block),
+            limits=self._constants,
+        )
+        if reason is None and smem > self.default_smem:
+            try:  # opt in to more than the default 48 KiB of dynamic shared memory
+                fn.max_dynamic_shared_size_bytes = smem
+            except Exception as exc:
+                raise cuda_failure(exc, "launch") from None
+        return reason
+
+    # -- run -------------------------------------------------------------------
+    def restore_outputs(self) -> None:
+        for i in self.outputs:
+            dst, src = self.buffers[i], self.pristine[i]
+            dst.data.copy_from_device_async(src.data, dst.nbytes, self.stream)
+
+    def flush_cache(self) -> None:
+        cp = self.cp
+        if self._flush is None:
+            l2 = int(self._constants.get("l2_cache_size") or 64 << 20)
+            self._flush = cp.empty(2 * l2, dtype=cp.uint8)
+        self._flush_value = (self._flush_value + 1) & 0xFF
+        cp.cuda.runtime.memsetAsync(self._flush.data.ptr, self._flush_value, self._flush.nbytes, self.stream.ptr)
+
+    def _launch(self, fn: Any, geometry: Geometry) -> None:
+        grid, block, smem = geometry
+        fn(grid, block, self.launch_args, shared_mem=smem)
+
+    def run_once(self, kernel: Any, geometry: Geometry) -> None:
+        try:
+            self._launch(kernel[1], geometry)
+        except Exception as exc:
+            raise cuda_failure(exc, "launch") from None
+        try:
+            self.stream.synchronize()
+        except Exception as exc:
+            raise cuda_failure(exc, "run") from None
+
+    def timed_run(self, kernel: Any, geometry: Geometry) -> float:
+        self.start_event.record(self.stream)
+        self._launch(kernel[1], geometry)
+        self.end_event.record(self.stream)
+        self.end_event.synchronize()
+        return float(self.cp.cuda.get_elapsed_time(self.start_event, self.end_event))
+
+    def fetch_outputs(self) -> list[Any]:
+        out: list[Any] = []
+        for i, (arg, buf) in enumerate(zip(self.spec.args, self.buffers)):
+            out.append(self.cp.asnumpy(buf) if i in self.outputs else arg)
+        return out
+
+    def close(self) -> None:
+        self.buffers, self.launch_args, self.pristine = [], (), {}
+        self._flush = None
+        try:
+            self.cp.get_default_memory_pool().free_all_blocks()
+        except Exception:
+            pass
+
+
+class CupyRunner(HostedRunner):
+    """Tune CUDA kernels with CuPy/NVRTC. Options: ``isolate`` (default True), ``measure``, ``device_id``."""
+
+    name = "cupy"
+    executor_target = "pytest_autotune.runners.cupy_runner:CupyExecutor"
+
+    def __init__(
+        self,
+        spec: KernelSpec,
+        *,
+        isolate: bool = True,
+        measure: MeasureOptions | dict[str, Any] | None = None,
+        device_id: int = 0,
+    ) -> None:
+        if not isinstance(spec, KernelSpec):
+            raise SpecError(f"CupyRunner needs a KernelSpec, got {type(spec).__name__}")
+        if spec.lang != "cuda":
+            raise SpecError(f"the cupy runner compiles CUDA source, not {spec.lang!r}")
+        self.spec = spec
+        super().__init__(isolate=isolate, measure=measure, spec=spec, device_id=device_id)

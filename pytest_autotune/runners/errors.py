@@ -1,0 +1,24 @@
+"""Exceptions of the runner layer.
+
+Two families, kept apart on purpose: a *user* mistake (a malformed spec, an
+unknown parameter name in an expression, a missing backend) raises and stops
+the tuning run loudly; a *configuration* the device cannot run is an ordinary
+outcome, recorded as a failed :class:`~pytest_autotune.results.Measurement`.
+"""
+from __future__ import annotations
+
+
+class SpecError(ValueError):
+    """The kernel specification or a runner option is wrong (raised, never recorded)."""
+
+
+class BackendUnavailable(RuntimeError):
+    """The requested runner cannot work here (library, compiler or device missing)."""
+
+
+class InvalidConfiguration(Exception):
+    """A configuration the device cannot run; recorded as ``FailureKind.INVALID``.
+
+    Raise it from a ``callable`` runner's ``launch`` to reject a configuration
+    without it counting as a crash.
+    """

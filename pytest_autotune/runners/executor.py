@@ -1,0 +1,315 @@
+"""The evaluate flow shared by compiled-kernel backends (cupy, pycuda, c).
+
+An *executor* is the in-process half of a runner: it owns the device buffers
+and evaluates one configuration at a time. :mod:`.isolation` hosts it either
+in the calling process or in a worker process. The order of steps is fixed
+here so every backend fails the same way for the same reason:
+
+    geometry + device limits  -> INVALID    (nothing compiled yet)
+    compile                   -> COMPILE    (compiler log in ``detail``)
+    kernel resource limits    -> INVALID    (registers, static shared memory)
+    verification run          -> LAUNCH / RUNTIME
+    compare outputs           -> WRONG_OUTPUT
+    warm-up + timed runs      -> Measurement with every sample
+
+The verification run doubles as the first warm-up run.
+"""
+from __future__ import annotations
+
+import abc
+import hashlib
+import traceback
+from dataclasses import dataclass
+from time import perf_counter
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from ..measure import MeasureOptions, TimingStats, time_runs
+from ..results import FailureKind, Measurement
+from ..verify import verify_outputs
+from .device import DeviceInfo
+from .errors import InvalidConfiguration, SpecError
+from .kernel import Geometry, KernelSpec, instantiated_name, launch_geometry, render_source
+
+PHASES = ("idle", "setup", "compile", "run")
+
+
+def _no_heartbeat(phase: str) -> None:
+    return None
+
+
+class CompileFailed(Exception):
+    """Raised by a backend's ``compile`` hook; ``log`` is the compiler output."""
+
+    def __init__(self, log: str) -> None:
+        super().__init__(log)
+        self.log = log
+
+
+@dataclass
+class RunFailure(Exception):
+    """Raised by backend hooks when a launch or a run fails."""
+
+    kind: FailureKind
+    detail: str
+    poisoned: bool = False  # the process (CUDA context) is unusable afterwards
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.detail}"
+
+
+class Executor(abc.ABC):
+    """In-process backend behind a runner (see :mod:`.isolation`)."""
+
+    name: str = "executor"
+
+    def __init__(self) -> None:
+        self.healthy = True  # False once a sticky error poisoned this process
+        self.heartbeat: Callable[[str], None] = _no_heartbeat  # set by the isolation worker
+
+    @abc.abstractmethod
+    def device(self) -> DeviceInfo: ...
+
+    @abc.abstractmethod
+    def constants(self) -> dict[str, Any]: ...
+
+    @abc.abstractmethod
+    def evaluate(self, params: Mapping[str, Any], keep_outputs: bool = False) -> Measurement: ...
+
+    def close(self) -> None:
+        return None
+
+
+def output_copies(outputs: Sequence[Any]) -> list[Any]:
+    return [np.array(o, copy=True) if isinstance(o, np.ndarray) else o for o in outputs]
+
+
+class CompiledKernelExecutor(Executor):
+    """Template method for compiled kernels; subclasses implement the hooks."""
+
+    uses_geometry = True  # False for CPU code called once per run
+    check_outputs = True  # False: return outputs and let the parent process verify them
+
+    def __init__(self, spec: KernelSpec, measure: MeasureOptions | None = None) -> None:
+        super().__init__()
+        if not isinstance(spec, KernelSpec):
+            raise SpecError(f"{type(self).__name__} needs a KernelSpec, got {type(spec).__name__}")
+        self.spec = spec
+        self.measure = MeasureOptions.coerce(measure)
+
+    # -- hooks -----------------------------------------------------------------
+    def check_geometry(self, geometry: Geometry) -> str | None:
+        """Reason the device cannot launch this geometry, or None (before compiling)."""
+        return check_launch_limits(geometry, self.constants())
+
+    @abc.abstractmethod
+    def compile(self, source: str, name: str) -> Any:
+        """Compile ``source`` and return a handle to kernel ``name``; raise CompileFailed."""
+
+    def check_compiled(self, kernel: Any, geometry: Geometry) -> str | None:
+        """Reason the compiled kernel cannot run with this geometry, or None."""
+        return None
+
+    def kernel_info(self, kernel: Any) -> dict[str, Any]:
+        """Backend facts about the compiled kernel for ``Measurement.extra``."""
+        return {}
+
+    @abc.abstractmethod
+    def restore_outputs(self) -> None: ...
+
+    def flush_cache(self) -> None:
+        return None
+
+    @abc.abstractmethod
+    def run_once(self, kernel: Any, geometry: Geometry) -> None:
+        """Launch once and wait for completion; raise RunFailure on error."""
+
+    @abc.abstractmethod
+    def timed_run(self, kernel: Any, geometry: Geometry) -> float:
+        """Launch once, wait, and return the duration in ms by the backend's clock."""
+
+    @abc.abstractmethod
+    def fetch_outputs(self) -> list[Any]:
+        """Argument values after the last run, aligned with ``spec.args``."""
+
+    def release(self, kernel: Any) -> None:
+        return None
+
+    def classify(self, exc: BaseException, stage: str) -> RunFailure:
+        """Turn an unexpected exception during ``stage`` into a failure."""
+        if isinstance(exc, RunFailure):
+            return exc
+        kind = FailureKind.LAUNCH if stage == "launch" else FailureKind.RUNTIME
+        return RunFailure(kind, f"{type(exc).__name__}: {exc}")
+
+    # -- flow ------------------------------------------------------------------
+    def prepare_run(self) -> None:
+        self.restore_outputs()
+        if self.measure.flush_l2:
+            self.flush_cache()
+
+    def evaluate(self, params: Mapping[str, Any], keep_outputs: bool = False) -> Measurement:
+        params = dict(params)
+        start = perf_counter()
+        timings: dict[str, float] = {}
+
+        def failed(kind: FailureKind, detail: str, **extra: Any) -> Measurement:
+            timings["total_s"] = perf_counter() - start
+            m = Measurement.failed(params, kind, detail, **timings)
+            m.extra.update(extra)
+            return m
+
+        if not self.healthy:
+            return failed(FailureKind.RUNTIME, "device context is unusable after an earlier crash (use isolate=True)")
+        self.heartbeat("setup")
+        geometry: Geometry = ((1, 1, 1), (1, 1, 1), 0)
+        extra: dict[str, Any] = {}
+        try:
+            if self.uses_geometry:
+                geometry = launch_geometry(self.spec, params)
+                extra.update(grid=list(geometry[0]), block=list(geometry[1]), shared_mem=geometry[2])
+                reason = self.check_geometry(geometry)
+                if reason:
+                    return failed(FailureKind.INVALID, reason, **extra)
+            source = render_source(self.spec, params)
+            name = instantiated_name(self.spec, params)
+        except InvalidConfiguration as exc:
+            return failed(FailureKind.INVALID, str(exc), **extra)
+        extra["kernel_name"] = name
+        extra["source_sha256"] = hashlib.sha256(source.encode()).hexdigest()
+
+        self.heartbeat("compile")
+        t = perf_counter()
+        try:
+            kernel = self.compile(source, name)
+        except CompileFailed as exc:
+            timings["compile_s"] = perf_counter() - t
+            return failed(FailureKind.COMPILE, exc.log, **extra)
+        timings["compile_s"] = perf_counter() - t
+        try:
+            extra.update(self._guarded("launch", lambda: self.kernel_info(kernel)))
+            reason = self._guarded("launch", lambda: self.check_compiled(kernel, geometry))
+            if reason:
+                return failed(FailureKind.INVALID, reason, **extra)
+            return self._run_and_time(params, kernel, geometry, keep_outputs, timings, extra, start)
+        except RunFailure as exc:
+            if exc.poisoned:
+                self.healthy = False
+            return failed(exc.kind, exc.detail, **extra)
+        finally:
+            self.heartbeat("idle")
+            self.release(kernel)
+
+    def _guarded(self, stage: str, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except (SpecError, KeyboardInterrupt):
+            raise
+        except RunFailure:
+            raise
+        except Exception as exc:  # classified: a bad configuration must not stop tuning
+            raise self.classify(exc, stage) from exc
+
+    def _run_and_time(
+        self,
+        params: dict[str, Any],
+        kernel: Any,
+        geometry: Geometry,
+        keep_outputs: bool,
+        timings: dict[str, float],
+        extra: dict[str, Any],
+        start: float,
+    ) -> Measurement:
+        self.heartbeat("run")
+        t = perf_counter()
+        self._guarded("launch", self.restore_outputs)
+        self._guarded("launch", lambda: self.run_once(kernel, geometry))
+        outputs = self._guarded("run", self.fetch_outputs)
+        if self.check_outputs:
+            result = verify_outputs(
+                outputs, self.spec.expected, atol=self.spec.atol, rtol=self.spec.rtol, verify=self.spec.verify
+            )
+            if not result.ok:
+                timings["verify_s"] = perf_counter() - t
+                raise RunFailure(FailureKind.WRONG_OUTPUT, result.message)
+        else:
+            keep_outputs = True  # the caller verifies (see HostedRunner: unpicklable verify callables)
+        timings["verify_s"] = perf_counter() - t
+        if keep_outputs:
+            extra["outputs"] = output_copies(outputs)
+        del outputs
+
+        t = perf_counter()
+        samples = self._guarded(
+            "run",
+            lambda: time_runs(
+                lambda: self.timed_run(kernel, geometry),
+                self.measure,
+                prepare=self.prepare_run,
+                on_run=lambda: self.heartbeat("run"),
+            ),
+        )
+        timings["bench_s"] = perf_counter() - t
+        stats = TimingStats.from_samples(samples)
+        extra["stats"] = stats.as_dict(samples=False)
+        extra["objective"] = self.measure.objective
+        timings["total_s"] = perf_counter() - start
+        return Measurement(
+            params=params,
+            value=stats.objective(self.measure.objective),
+            samples=stats.samples,
+            timings=timings,
+            extra=extra,
+        )
+
+
+def check_launch_limits(geometry: Geometry, limits: Mapping[str, Any]) -> str | None:
+    """Device-limit check of a launch geometry; keys as in ``cuda_constants``."""
+    grid, block, smem = geometry
+    threads = block[0] * block[1] * block[2]
+    max_threads = limits.get("max_threads")
+    if max_threads and threads > max_threads:
+        return f"{threads} threads per block exceed the device limit of {max_threads}"
+    for axis, size in zip("xyz", block):
+        limit = limits.get(f"max_block_dim_{axis}")
+        if limit and size > limit:
+            return f"block dimension {axis} = {size} exceeds the device limit of {limit}"
+    for axis, size in zip("xyz", grid):
+        limit = limits.get(f"max_grid_dim_{axis}")
+        if limit and size > limit:
+            return f"grid dimension {axis} = {size} exceeds the device limit of {limit}"
+    max_smem = limits.get("max_shared_memory_per_block")
+    if max_smem and smem > max_smem:
+        return f"{smem} bytes of dynamic shared memory exceed the per-block limit of {max_smem}"
+    return None
+
+
+def check_kernel_resources(
+    threads: int,
+    static_smem: int,
+    dynamic_smem: int,
+    registers_per_thread: int,
+    kernel_max_threads: int | None,
+    limits: Mapping[str, Any],
+) -> str | None:
+    """Post-compile check from the kernel's attributes (registers, static shared memory)."""
+    max_smem = limits.get("max_shared_memory_per_block")
+    if max_smem and static_smem + dynamic_smem > max_smem:
+        return (
+            f"{static_smem} bytes static + {dynamic_smem} bytes dynamic shared memory exceed "
+            f"the per-block limit of {max_smem}"
+        )
+    max_regs = limits.get("max_registers_per_block")
+    if max_regs and registers_per_thread * threads > max_regs:
+        return (
+            f"{registers_per_thread} registers/thread x {threads} threads = {registers_per_thread * threads} "
+            f"registers per block exceed the limit of {max_regs}"
+        )
+    if kernel_max_threads and threads > kernel_max_threads:
+        return f"{threads} threads per block exceed this kernel's limit of {kernel_max_threads} (register use)"
+    return None
+
+
+def format_exception(exc: BaseException) -> str:
+    return "".join(traceback.format_exception_only(type(exc), exc)).strip()

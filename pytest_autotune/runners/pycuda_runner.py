@@ -1,0 +1,241 @@
+"""The ``pycuda`` runner: CUDA kernels compiled with nvcc through PyCUDA.
+
+Same contract as the cupy runner. PyCUDA compiles with nvcc to a cubin
+(``pycuda.compiler.compile``, which caches on disk), the runner finds the
+kernel's symbol in the cubin (plain name for ``extern "C"`` kernels, the
+mangled name otherwise) and loads it with ``module_from_buffer``. Template
+kernels are instantiated by a host-side reference to ``&kernel<args>``
+appended to the source. Works in the device's primary context, so it can
+share it with CuPy or other libraries. Timing uses ``pycuda.driver.Event``.
+"""
+from __future__ import annotations
+
+import shutil
+from typing import Any
+
+import numpy as np
+
+from ..measure import MeasureOptions
+from .cuda_common import cuda_failure, find_kernel_symbol, instantiation_reference
+from .device import DeviceInfo, cuda_constants, detect_cuda_device_pycuda
+from .errors import BackendUnavailable, SpecError
+from .executor import CompileFailed, CompiledKernelExecutor, RunFailure, check_kernel_resources
+from .isolation import HostedRunner
+from .kernel import Geometry, KernelSpec
+
+
+def import_pycuda(device_id: int = 0, nvcc: str = "nvcc") -> Any:
+    """Import and initialise PyCUDA's driver; BackendUnavailable when that cannot work."""
+    try:
+        import pycuda.driver as drv
+    except ImportError as exc:
+        raise BackendUnavailable(f"the pycuda runner needs PyCUDA (pip install pycuda): {exc}") from None
+    try:
+        drv.init()
+        count = drv.Device.count()
+    except Exception as exc:
+        raise BackendUnavailable(f"no usable CUDA device for PyCUDA: {exc}") from None
+    if count <= device_id:
+        raise BackendUnavailable(f"CUDA device {device_id} requested but {count} device(s) present")
+    if shutil.which(nvcc) is None:
+        raise BackendUnavailable(f"the pycuda runner compiles with nvcc; {nvcc!r} is not on PATH")
+    return drv
+
+
+class PycudaExecutor(CompiledKernelExecutor):
+    """In-process half of :class:`PycudaRunner`."""
+
+    name = "pycuda"
+
+    def __init__(
+        self,
+        spec: KernelSpec,
+        measure: MeasureOptions | None = None,
+        *,
+        device_id: int = 0,
+        nvcc: str = "nvcc",
+        cache_dir: str | None = None,
+    ) -> None:
+        super().__init__(spec, measure)
+        if spec.lang != "cuda":
+            raise SpecError(f"the pycuda runner compiles CUDA source, not {spec.lang!r}")
+        drv = self.drv = import_pycuda(device_id, nvcc)
+        from pycuda.compiler import compile as nvcc_compile
+
+        self._nvcc_compile = nvcc_compile
+        self.nvcc = nvcc
+        self.cache_dir = cache_dir
+        self.context = drv.Device(device_id).retain_primary_context()
+        self.context.push()
+        self._device = detect_cuda_device_pycuda(device_id)
+        self._constants = cuda_constants(self._device)
+        self.default_smem = int(self._device.properties.get("max_shared_memory_per_block_default", 48 * 1024))
+        self.include_dirs = [str(spec.source_file.parent)] if spec.source_file else []
+        self.outputs = spec.output_indices
+        self.buffers: list[Any] = []
+        self.pristine: dict[int, Any] = {}
+        for i, arg in enumerate(spec.args):
+            if isinstance(arg, np.ndarray):
+                alloc = drv.mem_alloc(max(arg.nbytes, 1))
+                drv.memcpy_htod(alloc, arg)
+                self.buffers.append(alloc)
+                if i in self.outputs:
+                    copy = drv.mem_alloc(max(arg.nbytes, 1))
+                    drv.memcpy_dtod(copy, alloc, arg.nbytes)
+                    self.pristine[i] = copy
+            else:
+                self.buffers.append(arg)
+        self.typestr = "".join("P" if isinstance(a, np.ndarray) else np.asarray(a).dtype.char for a in spec.args)
+        self.cargs = [int(b) if isinstance(a, np.ndarray) else a for a, b in zip(spec.args, self.buffers)]
+        self.start_event, self.end_event = drv.Event(), drv.Event()
+        self._flush: Any = None
+        self._flush_bytes = 0
+        self._flush_value = 0
+        drv.Context.synchronize()
+
+    def device(self) -> DeviceInfo:
+        return self._device
+
+    def constants(self) -> dict[str, Any]:
+        return dict(self._constants)
+
+    def classify(self, exc: BaseException, stage: str) -> RunFailure:
+        return cuda_failure(exc, stage)
+
+    # -- compile ---------------------------------------------------------------
+    def compile(self, source: str, name: str) -> Any:
+        drv = self.drv
+        if self.spec.is_template:
+            source = source + instantiation_reference(name)
+        try:
+            cubin = self._nvcc_compile(
+                source,
+                nvcc=self.nvcc,
+                options=list(self.spec.compiler_options),
+                no_extern_c=True,
+                include_dirs=self.include_dirs,
+                cache_dir=self.cache_dir,
+            )
+        except drv.CompileError as exc:
+            raise CompileFailed(str(exc)) from None
+        try:
+            symbol = find_kernel_symbol(cubin, name)
+        except LookupError as exc:
+            raise CompileFailed(str(exc)) from None
+        try:
+            module = drv.module_from_buffer(cubin)
+            fn = module.get_function(symbol)
+            fn.prepare(self.typestr)
+        except Exception as exc:
+            raise CompileFailed(f"{type(exc).__name__}: {exc}") from None
+        return module, fn
+
+    def _attr(self, fn: Any, name: str) -> int:
+        return int(fn.get_attribute(getattr(self.drv.function_attribute, name)))
+
+    def kernel_info(self, kernel: Any) -> dict[str, Any]:
+        fn = kernel[1]
+        return {
+            "registers": self._attr(fn, "NUM_REGS"),
+            "static_shared_mem": self._attr(fn, "SHARED_SIZE_BYTES"),
+            "local_mem": self._attr(fn, "LOCAL_SIZE_BYTES"),
+        }
+
+    def check_compiled(self, kernel: Any, geometry: Geometry) -> str | None:
+        fn = kernel[1]
+        _, block, smem = geometry
+        reason = check_kernel_resources(
+            threads=block[0] * block[1] * block[2],
+            static_smem=self._attr(fn, "SHARED_SIZE_BYTES"),
+            dynamic_smem=smem,
+            registers_per_thread=self._attr(fn, "NUM_REGS"),
+            kernel_max_threads=self._attr(fn, "MAX_THREADS_PER_BLOCK"),
+            limits=self._constants,
+        )
+        if reason is None and smem > self.default_smem:
+            try:
+                fn.set_attribute(self.drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
+            except Exception as exc:
+                raise cuda_failure(exc, "launch") from None
+        return reason
+
+    # -- run -------------------------------------------------------------------
+    def restore_outputs(self) -> None:
+        for i, copy in self.pristine.items():
+            self.drv.memcpy_dtod(self.buffers[i], copy, self.spec.args[i].nbytes)
+
+    def flush_cache(self) -> None:
+        if self._flush is None:
+            self._flush_bytes = 2 * int(self._constants.get("l2_cache_size") or 64 << 20)
+            self._flush = self.drv.mem_alloc(self._flush_bytes)
+        self._flush_value = (self._flush_value + 1) & 0xFF
+        self.drv.memset_d8(self._flush, self._flush_value, self._flush_bytes)
+
+    def _launch(self, fn: Any, geometry: Geometry) -> None:
+        grid, block, smem = geometry
+        fn.prepared_call(grid, block, *self.cargs, shared_size=smem)
+
+    def run_once(self, kernel: Any, geometry: Geometry) -> None:
+        try:
+            self._launch(kernel[1], geometry)
+        except Exception as exc:
+            raise cuda_failure(exc, "launch") from None
+        try:
+            self.drv.Context.synchronize()
+        except Exception as exc:
+            raise cuda_failure(exc, "run") from None
+
+    def timed_run(self, kernel: Any, geometry: Geometry) -> float:
+        self.start_event.record()
+        self._launch(kernel[1], geometry)
+        self.end_event.record()
+        self.end_event.synchronize()
+        return float(self.start_event.time_till(self.end_event))
+
+    def fetch_outputs(self) -> list[Any]:
+        out: list[Any] = []
+        for i, (arg, buf) in enumerate(zip(self.spec.args, self.buffers)):
+            if i in self.outputs:
+                host = np.empty_like(arg)
+                self.drv.memcpy_dtoh(host, buf)
+                out.append(host)
+            else:
+                out.append(arg)
+        return out
+
+    def close(self) -> None:
+        for alloc in [*self.buffers, *self.pristine.values(), self._flush]:
+            if alloc is not None and hasattr(alloc, "free"):
+                try:
+                    alloc.free()
+                except Exception:
+                    pass
+        self.buffers, self.pristine, self._flush = [], {}, None
+        try:
+            self.context.pop()
+        except Exception:
+            pass
+
+
+class PycudaRunner(HostedRunner):
+    """Tune CUDA kernels with PyCUDA/nvcc. Options: ``isolate``, ``measure``, ``device_id``, ``nvcc``, ``cache_dir``."""
+
+    name = "pycuda"
+    executor_target = "pytest_autotune.runners.pycuda_runner:PycudaExecutor"
+
+    def __init__(
+        self,
+        spec: KernelSpec,
+        *,
+        isolate: bool = True,
+        measure: MeasureOptions | dict[str, Any] | None = None,
+        device_id: int = 0,
+        nvcc: str = "nvcc",
+        cache_dir: str | None = None,
+    ) -> None:
+        if not isinstance(spec, KernelSpec):
+            raise SpecError(f"PycudaRunner needs a KernelSpec, got {type(spec).__name__}")
+        if spec.lang != "cuda":
+            raise SpecError(f"the pycuda runner compiles CUDA source, not {spec.lang!r}")
+        self.spec = spec
+        super().__init__(isolate=isolate, measure=measure, spec=spec, device_id=device_id, nvcc=nvcc, cache_dir=cache_dir)
