@@ -19,6 +19,7 @@ from .cuda_common import cuda_failure
 from .device import DeviceInfo, cuda_constants, detect_cuda_device_cupy
 from .errors import BackendUnavailable, SpecError
 from .executor import CompileFailed, CompiledKernelExecutor, RunFailure, check_kernel_resources
+from .ncu import NsightProfiling
 from .isolation import HostedRunner
 from .kernel import Geometry, KernelSpec
 
@@ -168,7 +169,7 @@ class CupyExecutor(CompiledKernelExecutor):
             pass
 
 
-class CupyRunner(HostedRunner):
+class CupyRunner(NsightProfiling, HostedRunner):
     """Tune CUDA kernels with CuPy/NVRTC. Options: ``isolate`` (default True), ``measure``, ``device_id``."""
 
     name = "cupy"
@@ -187,4 +188,5 @@ class CupyRunner(HostedRunner):
         if spec.lang != "cuda":
             raise SpecError(f"the cupy runner compiles CUDA source, not {spec.lang!r}")
         self.spec = spec
+        self.device_id = device_id
         super().__init__(isolate=isolate, measure=measure, spec=spec, device_id=device_id)

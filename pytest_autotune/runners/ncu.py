@@ -378,3 +378,21 @@ def profile_kernel(spec: KernelSpec, params: Mapping[str, Any], *, metrics: Sequ
     finally:
         if own_dir and not keep_files:
             shutil.rmtree(d, ignore_errors=True)
+
+
+class NsightProfiling:
+    """Mixin for the CUDA runners: ``profile(params)`` through Nsight Compute when ``ncu`` is installed.
+
+    The profile-based strategy asks the tuner for a runner that can profile;
+    ``can_profile`` is False without ``ncu`` so it gets a clear error instead.
+    """
+
+    spec: KernelSpec
+    device_id: int = 0
+
+    @property
+    def can_profile(self) -> bool:
+        return ncu_available()
+
+    def profile(self, params: Mapping[str, Any]) -> dict[str, float]:
+        return profile_kernel(self.spec, params, device_id=self.device_id)

@@ -20,6 +20,7 @@ from .cuda_common import cuda_failure, find_kernel_symbol, instantiation_referen
 from .device import DeviceInfo, cuda_constants, detect_cuda_device_pycuda
 from .errors import BackendUnavailable, SpecError
 from .executor import CompileFailed, CompiledKernelExecutor, RunFailure, check_kernel_resources
+from .ncu import NsightProfiling
 from .isolation import HostedRunner
 from .kernel import Geometry, KernelSpec
 
@@ -217,7 +218,7 @@ class PycudaExecutor(CompiledKernelExecutor):
             pass
 
 
-class PycudaRunner(HostedRunner):
+class PycudaRunner(NsightProfiling, HostedRunner):
     """Tune CUDA kernels with PyCUDA/nvcc. Options: ``isolate``, ``measure``, ``device_id``, ``nvcc``, ``cache_dir``."""
 
     name = "pycuda"
@@ -238,4 +239,5 @@ class PycudaRunner(HostedRunner):
         if spec.lang != "cuda":
             raise SpecError(f"the pycuda runner compiles CUDA source, not {spec.lang!r}")
         self.spec = spec
+        self.device_id = device_id
         super().__init__(isolate=isolate, measure=measure, spec=spec, device_id=device_id, nvcc=nvcc, cache_dir=cache_dir)
