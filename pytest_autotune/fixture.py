@@ -180,7 +180,9 @@ class Autotune:
             space = build_space(s.params, s.restrictions, runner, s.constants)
         except SearchSpaceError as exc:
             raise _failed(f"autotune: search space of {self.item.nodeid}::{label}: {exc}") from None
-        scratch = ScratchCache(opts.scratch_dir, key, hashes)
+        # Per device too: measurements from another GPU (a different xdist pinning, a swapped card,
+        # a checkout shared by two machines) must not be resumed into this device's lock.
+        scratch = ScratchCache(opts.scratch_dir, key, {**hashes, "device": device.slug})
         cached = {} if opts.fresh else scratch.load(space)
         if opts.fresh:
             scratch.clear()

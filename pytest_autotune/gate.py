@@ -28,7 +28,9 @@ class GateOutcome:
 
 
 def retune_command(nodeid: str) -> str:
-    return f"pytest --autotune {nodeid}"
+    # "--autotune=all", not "--autotune <nodeid>": the option takes an optional value, so argparse
+    # would read the node id as that value and reject it.
+    return f"pytest --autotune=all {nodeid}"
 
 
 def regression_message(kernel: str, nodeid: str, entry: Mapping[str, Any], cmp: Comparison) -> str:

@@ -5,6 +5,7 @@ this module wires it into a test run and stays thin.
 """
 from __future__ import annotations
 
+import argparse
 import os
 from pathlib import Path
 from typing import Any, Generator
@@ -34,9 +35,18 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(hookspec)
 
 
+def _autotune_mode(value: str) -> str:
+    """Value of ``--autotune``; explains the usual mistake of a path right after the bare flag."""
+    if value in ("all", "missing"):
+        return value
+    raise argparse.ArgumentTypeError(
+        f"expected 'all' or 'missing', got {value!r}; to tune a path or test, write "
+        f"--autotune=all {value} (or put --autotune after it)")
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("autotune", "auto-tuning of GPU kernels (pytest-autotune)")
-    group.addoption("--autotune", nargs="?", const="all", default=None, choices=("all", "missing"),
+    group.addoption("--autotune", nargs="?", const="all", default=None, type=_autotune_mode, metavar="all|missing",
                     help="tune marked tests and write the lockfile; --autotune=missing tunes only tests "
                          "without a valid entry for this device")
     group.addoption("--autotune-missing", choices=MISSING_POLICIES, default=None,
@@ -161,13 +171,14 @@ class _SummaryPlugin:
                 self.seen.add((row["test"], row["kernel"]))
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-        if self.state.rows and not hasattr(config, "workerinput"):
+        # A requested report is written even when no kernel ran (CI steps expect the file).
+        if (self.state.rows or self.state.options.report is not None) and not hasattr(config, "workerinput"):
             _summary(terminalreporter, self.state)
 
 
 def _summary(terminalreporter: Any, state: SessionState) -> None:
     rows = sorted(state.rows, key=lambda r: (r["test"], r["kernel"]))
-    if state.options.verbosity >= -1:
+    if rows and state.options.verbosity >= -1:
         terminalreporter.write_sep("=", "autotune summary")
         for line in format_table(rows):
             terminalreporter.write_line(line)

@@ -47,8 +47,15 @@ class ScratchCache:
         record: dict[str, Any] = {"params": dict(m.params), "value": m.value, "samples": list(m.samples),
                                   "failure": str(m.failure) if m.failure else None, "detail": m.detail[:2000],
                                   "timings": dict(m.timings)}
-        with open(self.path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record, default=str) + "\n")
+        line = (json.dumps(record, default=str) + "\n").encode("utf-8")
+        with open(self.path, "ab+") as fh:
+            # A crash mid-write leaves a torn last line: start on a fresh one, or the first
+            # record of the resumed run would be glued to it and lost too.
+            if fh.seek(0, os.SEEK_END) > 0:
+                fh.seek(-1, os.SEEK_END)
+                if fh.read(1) != b"\n":
+                    line = b"\n" + line
+            fh.write(line)
             fh.flush()
             os.fsync(fh.fileno())
 

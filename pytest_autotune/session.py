@@ -38,7 +38,7 @@ class Progress:
     budget: int | None
     every: float = 3.0  # seconds between lines
     started: float = field(default_factory=time.perf_counter)
-    last: float = 0.0
+    last: float = float("-inf")  # the first record always prints (perf_counter may start near 0)
     failures: int = 0
 
     def __call__(self, record: EvaluationRecord, evaluator: Evaluator) -> None:

@@ -1,0 +1,757 @@
+"""End-to-end tests of the pytest plugin: inner pytest sessions (pytester) on real kernels.
+
+No GPU is needed: C kernels go through the C runner (gcc, isolated worker
+process), Python kernels through the callable runner, recorded GPU data
+through the replay runner. Each scenario drives the plugin the way a user
+does (``pytest --autotune``, plain ``pytest``, flags) and checks what a user
+sees: outcomes, messages, the summary, the lockfile on disk.
+
+Timing and noise. The C scenarios change how much work a kernel does through
+the *values* of an input array (``work.txt``), never its source or shapes, so
+the lock entry stays valid while the kernel gets slower or faster (the
+problem hash covers shapes and dtypes only). Slowdowns here are 4x and the
+tolerance 50 %, so the tests are about the plugin's plumbing and stay stable
+on a loaded 2-core CI runner; how often the *default* gate (10 %, alpha
+0.01) raises a false alarm is measured in ``benchmarks/bench_gate.py``.
+Recorded-data (replay) scenarios are exact and use the defaults.
+"""
+from __future__ import annotations
+
+import gzip
+import importlib
+import importlib.util
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pytest_autotune.lockfile import parse_lockfile, serialize
+
+# Inner sessions run in this process (pytester.runpytest), and pytester drops every module they
+# imported when they end. multiprocessing keeps submodules as package attributes, so a second
+# inner session would pair a fresh multiprocessing.sharedctypes with the dropped heap module and
+# fail to pickle the worker's shared counters (and would start a second forkserver). Importing
+# them here keeps one copy for all runs, and saves re-importing the runners and scipy.stats (the
+# gate's Mann-Whitney test, ~380 modules) in every inner session.
+for _name in ("multiprocessing.heap", "multiprocessing.sharedctypes", "multiprocessing.forkserver",
+              "multiprocessing.popen_forkserver", "multiprocessing.popen_spawn_posix", "multiprocessing.popen_fork",
+              "pytest_autotune.runners.c_runner", "pytest_autotune.runners.callable_runner",
+              "pytest_autotune.runners.replay", "scipy.stats"):
+    importlib.import_module(_name)
+
+needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="the C runner needs gcc")
+
+# ---------------------------------------------------------------------------------------------
+# Inner-project sources
+# ---------------------------------------------------------------------------------------------
+WORK_C = r"""
+/* out = out * 0.5 + in, repeated reps[0] times. How much work is data, not source:
+   the lock stays valid while the test makes the kernel slower or faster. */
+void work(float *out, const float *in, const int *reps, int n) {
+    int r = reps[0];
+    for (int k = 0; k < r; k++)
+        for (int i = 0; i < n; i += UNROLL)
+            for (int j = 0; j < UNROLL && i + j < n; j++)
+                out[i + j] = out[i + j] * 0.5f + in[i + j];
+}
+"""
+
+WORK_TEST = '''
+import pathlib
+
+import numpy as np
+import pytest
+
+HERE = pathlib.Path(__file__).parent
+N = 1 << 15
+REPS = np.array([int(x) for x in (HERE / "work.txt").read_text().split()], dtype=np.int32)
+
+
+def reference(a, reps):
+    out = np.zeros_like(a)
+    for _ in range(reps):
+        out = out * np.float32(0.5) + a
+    return out
+
+
+@pytest.mark.tune(params={"UNROLL": [1, 2, 4]}, strategy="brute_force", tolerance=0.5)
+def test_work(autotune):
+    a = np.linspace(0, 1, N, dtype=np.float32)
+    out = np.zeros(N, dtype=np.float32)
+    r = autotune.kernel("work.c", "work", N, [out, a, REPS, np.int32(N)],
+                        expected=[reference(a, int(REPS[0])), None, None, None], rtol=1e-5, atol=1e-6)
+    assert r.params["UNROLL"] in (1, 2, 4)
+    assert r.stats.median > 0
+'''
+
+# Two independent tests on the same kernel (missing-entry policies, xdist).
+TWO_TESTS = '''
+import numpy as np
+import pytest
+
+N = 1 << 14
+
+
+def run(autotune):
+    a = np.linspace(0, 1, N, dtype=np.float32)
+    out = np.zeros(N, dtype=np.float32)
+    return autotune.kernel("work.c", "work", N, [out, a, np.array([2], np.int32), np.int32(N)], expected=None)
+
+
+@pytest.mark.tune(params={"UNROLL": [1, 2]}, strategy="brute_force", tolerance=0.5)
+def test_a(autotune):
+    run(autotune)
+
+
+@pytest.mark.tune(params={"UNROLL": [2, 4]}, strategy="brute_force", tolerance=0.5)
+def test_b(autotune):
+    run(autotune)
+'''
+
+# A Python-driven kernel (callable runner) that is interrupted on its 4th configuration the first time.
+RESUME_TEST = '''
+import os
+import pathlib
+import time
+
+import pytest
+
+from pytest_autotune.runners.device import DeviceInfo
+
+HERE = pathlib.Path(__file__).parent
+LOG = HERE / "calls.log"
+MARK = HERE / "interrupted"
+MODE = (HERE / "mode.txt").read_text().strip()
+DEVICE = (HERE / "device.txt").read_text().strip() if (HERE / "device.txt").exists() else None
+
+
+def busy(ms):
+    end = time.perf_counter() + ms / 1000.0
+    while time.perf_counter() < end:
+        pass
+
+
+@pytest.mark.tune(params={"X": [1, 2, 3, 4, 5, 6]}, strategy="brute_force",
+                  measure={"warmup": 0, "min_iterations": 3, "max_iterations": 3})
+def test_resume(autotune):
+    seen = set()
+
+    def launch(p):
+        x = p["X"]
+        if x not in seen:  # log the first call of each configuration in this session
+            seen.add(x)
+            with open(LOG, "a") as fh:
+                fh.write(f"{x}\\n")
+        if x == 4 and not MARK.exists():
+            MARK.write_text("")
+            if MODE == "exit":
+                os._exit(3)  # a crash: no cleanup, no finally blocks
+            raise KeyboardInterrupt  # Ctrl-C
+        busy(3.0 if x <= 3 else 0.3)  # 1-3 are slow, so the winner (re-run for outputs) is among 4-6
+        return None
+
+    autotune.function(launch, device=DeviceInfo(model=DEVICE, kind="cpu") if DEVICE else None)
+'''
+
+REPLAY_TEST = '''
+import pathlib
+
+import pytest
+
+HERE = pathlib.Path(__file__).parent
+SCALE = float((HERE / "scale.txt").read_text())
+
+
+@pytest.mark.tune(params={"block_size_x": [32, 64, 128, 256], "tile": [1, 2, 4]}, strategy="brute_force")
+def test_replay(autotune):
+    r = autotune.replay("fake_gpu.json", scale=SCALE)
+    assert r.params == {"block_size_x": 128, "tile": 2}
+'''
+
+
+def fake_recording(times: dict[tuple[int, int], float] | None = None) -> dict[str, Any]:
+    """A small Kernel Tuner cache file: 12 configurations, optimum (128, 2) at 1.0 ms, 7 runs each."""
+    cache = {}
+    for bx in (32, 64, 128, 256):
+        for tile in (1, 2, 4):
+            t = (times or {}).get((bx, tile), 1.0 + abs(bx - 128) / 128 + 0.3 * (tile - 2) ** 2)
+            cache[f"{bx},{tile}"] = {"block_size_x": bx, "tile": tile, "time": t,
+                                     "times": [t * (1 + 0.01 * k) for k in range(-3, 4)]}
+    return {"device_name": "Fake GPU 9000", "kernel_name": "fake_kernel", "tune_params_keys": ["block_size_x", "tile"],
+            "tune_params": {"block_size_x": [32, 64, 128, 256], "tile": [1, 2, 4]}, "cache": cache}
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+# ---------------------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def c_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One compile cache for the whole session (hermetic, yet each configuration compiles once)."""
+    return tmp_path_factory.mktemp("c-cache")
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, c_cache: Path) -> pytest.Pytester:
+    monkeypatch.setenv("PYTEST_AUTOTUNE_CACHE_DIR", str(c_cache))
+    pytester.makeini("[pytest]\n")  # rootdir = the project; node ids relative to it
+    return pytester
+
+
+INNER_ARGS = (
+    "-rs",  # skip reasons in the short summary
+    "-p", "no:benchmark",  # its header line is noise here
+    # pytest's unraisable-exception plugin runs gc.collect() five times at the end of every
+    # session: ~1 s per inner session with numpy, scipy and sklearn loaded, 90 % of the time
+    # of a replay scenario. The plugin under test does not depend on it.
+    "-p", "no:unraisableexception",
+    # hypothesis' plugin imports the hypothesis package inside each session; pytester drops it
+    # afterwards, so every inner session would import (and assertion-rewrite) ~75 modules again.
+    "-p", "no:hypothesispytest",
+)
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """An inner session in this process (fast; pytester restores sys.modules afterwards)."""
+    return pytester.runpytest(*INNER_ARGS, *args)
+
+
+def lock_files(pytester: pytest.Pytester) -> list[Path]:
+    return sorted((pytester.path / "autotune.lock").glob("*.json"))
+
+
+def the_lockfile(pytester: pytest.Pytester) -> tuple[Path, dict[str, Any]]:
+    files = lock_files(pytester)
+    assert len(files) == 1, files
+    return files[0], json.loads(files[0].read_text())
+
+
+def summary_rows(result: pytest.RunResult) -> dict[str, list[str]]:
+    """The autotune summary table as {test::kernel: columns}."""
+    lines = result.outlines
+    try:
+        start = next(i for i, line in enumerate(lines) if "autotune summary" in line)
+    except StopIteration:
+        return {}
+    header = lines[start + 1]
+    assert header.split()[:3] == ["kernel", "mode", "status"], header
+    rows = {}
+    for line in lines[start + 3:]:
+        if not re.match(r"\S+::\S+\s", line):
+            break
+        cols = re.split(r"\s{2,}", line.strip())
+        rows[cols[0]] = cols
+    return rows
+
+
+def failure_text(result: pytest.RunResult) -> str:
+    return "\n".join(result.outlines)
+
+
+# ---------------------------------------------------------------------------------------------
+# C runner: the lifecycle tune -> lock -> gate pass -> regression -> faster
+# ---------------------------------------------------------------------------------------------
+@needs_gcc
+def test_tune_lock_gate_regression_and_faster(project: pytest.Pytester) -> None:
+    project.makefile(".c", work=WORK_C)
+    project.makepyfile(test_work=WORK_TEST)
+    (project.path / "work.txt").write_text("4")
+
+    # 1. pytest --autotune: every configuration measured, the winner verified and locked.
+    result = run(project, "--autotune")
+    result.assert_outcomes(passed=1)
+    path, lock = the_lockfile(project)
+    assert path.name == f"{lock['device']['slug']}.json" and lock["schema"] == 1
+    assert lock["device"]["kind"] == "cpu"
+    assert set(lock["entries"]) == {"test_work.py::test_work::work"}
+    entry = lock["entries"]["test_work.py::test_work::work"]
+    assert entry["test"] == "test_work.py::test_work" and entry["kernel"] == "work"
+    assert set(entry["params"]) == {"UNROLL"} and entry["params"]["UNROLL"] in (1, 2, 4)
+    stats, samples = entry["stats"], entry["samples"]
+    assert stats["n"] == len(samples) >= 7  # MeasureOptions.min_iterations
+    assert stats["min"] <= stats["median"] <= stats["max"] and stats["min"] == min(samples)
+    assert stats["median"] == pytest.approx(float(np.median(samples)), rel=1e-5)
+    assert set(entry["hashes"]) == {"source", "space", "problem"}
+    assert all(re.fullmatch(r"[0-9a-f]{16}", h) for h in entry["hashes"].values())
+    # the other two configurations are the runners-up, slowest last, each with its samples
+    ups = entry["runners_up"]
+    assert len(ups) == 2
+    assert {u["params"]["UNROLL"] for u in ups} | {entry["params"]["UNROLL"]} == {1, 2, 4}
+    assert [u["median"] for u in ups] == sorted(u["median"] for u in ups)
+    assert all(len(u["samples"]) >= 7 for u in ups)
+    assert entry["strategy"]["name"] == "brute_force"
+    assert entry["evaluations"]["total"] == 3 and entry["evaluations"]["space_size"] == 3
+    assert entry["runner"] == "c" and entry["tolerance"] == 0.5 and entry["unit"] == "ms"
+    assert "pytest_autotune" in entry["versions"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", entry["timestamp"])
+    # canonical serialisation: re-serialising what was read gives the same bytes
+    text = path.read_text()
+    assert serialize(parse_lockfile(text)) == text and text.endswith("}\n")
+    assert "*.lock" in (path.parent / ".gitignore").read_text()
+    rows = summary_rows(result)
+    assert rows["test_work.py::test_work::work"][1:3] == ["tune", "tuned"]
+    assert "3/" in " ".join(rows["test_work.py::test_work::work"])  # evaluations
+    locked_bytes = path.read_bytes()
+
+    # 2. plain pytest, unchanged kernel: the gate passes and never writes the lockfile.
+    result = run(project)
+    result.assert_outcomes(passed=1)
+    assert summary_rows(result)["test_work.py::test_work::work"][1:3] == ["gate", "pass"]
+    assert path.read_bytes() == locked_bytes
+
+    # 3. The same source doing 4x the work: a regression with the full story in the message.
+    (project.path / "work.txt").write_text("16")
+    result = run(project)
+    result.assert_outcomes(failed=1)
+    out = failure_text(result)
+    assert "autotune regression: kernel 'work' in test_work.py::test_work got slower than its lock allows" in out
+    m = re.search(r"locked median ([\d.e+-]+) ms \(n=(\d+)\)\s+->\s+now ([\d.e+-]+) ms \(n=(\d+)\): \+([\d.]+)%", out)
+    assert m, out
+    locked, new, change = float(m[1]), float(m[3]), float(m[5])
+    assert locked == pytest.approx(stats["median"], rel=1e-3) and int(m[2]) == stats["n"]
+    assert new > 2 * locked and change > 100
+    p = re.search(r"tolerance 50%, Mann-Whitney U one-sided p = ([\d.e+-]+) \(alpha 0.01\)", out)
+    assert p and float(p[1]) < 0.01, out
+    assert f"locked params: {entry['params']}" in out
+    assert "re-tune with: pytest --autotune=all test_work.py::test_work" in out
+    row = summary_rows(result)["test_work.py::test_work::work"]
+    assert row[1:3] == ["gate", "REGRESSION"] and row[5].startswith("+")
+    assert path.read_bytes() == locked_bytes
+
+    # 4. A quarter of the work: faster is news for the summary, not a failure.
+    (project.path / "work.txt").write_text("1")
+    result = run(project)
+    result.assert_outcomes(passed=1)
+    row = summary_rows(result)["test_work.py::test_work::work"]
+    assert row[1:3] == ["gate", "faster"] and row[5].startswith("-")
+    result.stdout.re_match_lines([r"note: kernel 'work' is \d+\.\d% faster than locked \(p = .*\); "
+                                  r"consider updating the lock: pytest --autotune=all test_work.py::test_work"])
+    assert path.read_bytes() == locked_bytes
+
+    # 5. --autotune re-tunes deliberately: the entry is replaced, the summary shows the change vs the old lock.
+    result = run(project, "--autotune")
+    result.assert_outcomes(passed=1)
+    _, relock = the_lockfile(project)
+    new_entry = relock["entries"]["test_work.py::test_work::work"]
+    assert new_entry["stats"]["median"] < stats["median"] / 2
+    assert summary_rows(result)["test_work.py::test_work::work"][5].startswith("-")
+
+
+@needs_gcc
+def test_missing_entry_policies_and_stale_source(project: pytest.Pytester) -> None:
+    project.makefile(".c", work=WORK_C)
+    project.makepyfile(test_two=TWO_TESTS)
+    key_a, key_b = "test_two.py::test_a::work", "test_two.py::test_b::work"
+
+    # No lockfile: skip by default, naming the missing key and the way out.
+    result = run(project)
+    result.assert_outcomes(skipped=2)
+    result.stdout.fnmatch_lines([f"*autotune: no lock entry for '{key_a}' in *; run pytest --autotune to create it*"])
+    assert {r[2] for r in summary_rows(result).values()} == {"missing"}
+    assert lock_files(project) == []
+
+    # --autotune-missing=fail: a failure per test, with the re-tune command.
+    result = run(project, "--autotune-missing=fail")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines([f"*no lock entry for '{key_b}'*run pytest --autotune=all test_two.py::test_b*"])
+    assert lock_files(project) == []
+
+    # --autotune-missing=tune: a plain run tunes what it lacks (here only test_a, selected with -k).
+    result = run(project, "--autotune-missing=tune", "-k", "test_a")
+    result.assert_outcomes(passed=1, deselected=1)
+    path, lock = the_lockfile(project)
+    assert set(lock["entries"]) == {key_a}
+    entry_a = lock["entries"][key_a]
+
+    # --autotune=missing: tunes test_b, gates test_a (whose entry stays byte for byte as it was).
+    result = run(project, "--autotune=missing")
+    result.assert_outcomes(passed=2)
+    rows = summary_rows(result)
+    assert rows[key_a][1:3] == ["gate", "pass"] and rows[key_b][1:3] == ["tune", "tuned"]
+    _, lock = the_lockfile(project)
+    assert set(lock["entries"]) == {key_a, key_b} and lock["entries"][key_a] == entry_a
+
+    # A source change makes both entries stale (they share work.c): reported, skipped by default.
+    (project.path / "work.c").write_text(WORK_C.replace("0.5f", "0.25f"))
+    result = run(project)
+    result.assert_outcomes(skipped=2)
+    result.stdout.fnmatch_lines(
+        ["*autotune: lock entry is stale (source changed); run pytest --autotune to create it*"])
+    assert {r[2] for r in summary_rows(result).values()} == {"stale"}
+    result = run(project, "--autotune-missing=fail", "-k", "test_b")
+    result.assert_outcomes(failed=1, deselected=1)
+    result.stdout.fnmatch_lines(
+        ["*lock entry is stale (source changed); run pytest --autotune=all test_two.py::test_b*"])
+
+    # --autotune=missing re-tunes stale entries; afterwards the gate passes again.
+    result = run(project, "--autotune=missing")
+    result.assert_outcomes(passed=2)
+    assert {r[1] for r in summary_rows(result).values()} == {"tune"}
+    _, lock = the_lockfile(project)
+    assert lock["entries"][key_a]["hashes"]["source"] != entry_a["hashes"]["source"]
+    assert lock["entries"][key_a]["hashes"]["space"] == entry_a["hashes"]["space"]
+    run(project).assert_outcomes(passed=2)
+
+
+@needs_gcc
+def test_space_change_makes_entry_stale(project: pytest.Pytester) -> None:
+    project.makefile(".c", work=WORK_C)
+    project.makepyfile(test_two=TWO_TESTS)
+    run(project, "--autotune", "-k", "test_a").assert_outcomes(passed=1, deselected=1)
+    project.makepyfile(test_two=TWO_TESTS.replace('"UNROLL": [1, 2]', '"UNROLL": [1, 2, 8]'))
+    result = run(project, "-k", "test_a")
+    result.assert_outcomes(skipped=1, deselected=1)
+    result.stdout.fnmatch_lines(["*lock entry is stale (space changed)*"])
+
+
+@needs_gcc
+@pytest.mark.slow  # two xdist workers each start an interpreter and import the plugin
+def test_xdist_workers_tune_into_one_lockfile(project: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    project.makefile(".c", work=WORK_C)
+    project.makepyfile(test_two=TWO_TESTS)
+    result = run(project, "-n", "2", "--autotune")
+    result.assert_outcomes(passed=2)
+    _, lock = the_lockfile(project)
+    assert set(lock["entries"]) == {"test_two.py::test_a::work", "test_two.py::test_b::work"}
+    assert lock["entries"]["test_two.py::test_b::work"]["params"]["UNROLL"] in (2, 4)
+    rows = summary_rows(result)  # rows travel from the workers to the controller
+    assert set(rows) == {"test_two.py::test_a::work", "test_two.py::test_b::work"}
+    assert not any(line.startswith("autotune test_two.py") for line in result.outlines)  # no progress from workers
+
+
+ALL_MODES = (("--autotune",), ("--autotune-missing=tune",), ())
+
+
+@pytest.mark.parametrize("content, modes", [
+    ('{"schema": 1, "device": {}, "entries": {', ALL_MODES),  # tune, tune-on-missing and gate all refuse it
+    ('{"schema": 1,\n<<<<<<< HEAD\n"device": {},\n=======\n"device": {"x": 1},\n>>>>>>> other\n"entries": {}}\n',
+     ALL_MODES[:1]),
+    ('{"schema": 99, "device": {}, "entries": {}}\n', ALL_MODES[:1]),
+], ids=["truncated", "merge-conflict", "newer-schema"])
+def test_corrupt_lockfile_is_reported_and_never_overwritten(project: pytest.Pytester, content: str,
+                                                            modes: tuple[tuple[str, ...], ...]) -> None:
+    _replay_project(project)  # the lockfile does not depend on the runner; replay is the quickest
+    path = project.path / "autotune.lock" / "fake-gpu-9000.json"
+    path.parent.mkdir()
+    path.write_text(content)
+    before = path.read_bytes()
+    for args in modes:
+        result = run(project, *args)
+        result.assert_outcomes(failed=1)
+        out = failure_text(result)
+        assert f"autotune: {path}: " in out and "(the file was left untouched; fix or delete it)" in out, out
+        assert "During handling of the above exception" not in out and "Traceback" not in out
+        assert path.read_bytes() == before
+    if "<<<<<<<" in content:
+        assert "not valid JSON (unresolved version-control merge conflict?)" in out
+    if "99" in content:
+        assert "schema 99 was written by a newer pytest-autotune" in out
+
+
+# ---------------------------------------------------------------------------------------------
+# Resumption from the scratch cache (callable runner)
+# ---------------------------------------------------------------------------------------------
+def _calls(pytester: pytest.Pytester) -> list[int]:
+    log = pytester.path / "calls.log"
+    return [int(x) for x in log.read_text().split()] if log.exists() else []
+
+
+def _interrupt(pytester: pytest.Pytester, mode: str) -> None:
+    """First run: measures X=1..3, then dies on X=4 (Ctrl-C or a hard exit).
+
+    Always in a subprocess: pytester re-raises an inner KeyboardInterrupt in this process.
+    """
+    (pytester.path / "mode.txt").write_text(mode)
+    result = pytester.runpytest_subprocess(*INNER_ARGS, "--autotune")
+    if mode == "exit":
+        assert result.ret == 3, result.outlines  # os._exit(3): no summary, no cleanup
+    else:
+        assert result.ret == pytest.ExitCode.INTERRUPTED, result.outlines
+        result.stdout.fnmatch_lines(["*KeyboardInterrupt*"])
+    assert _calls(pytester) == [1, 2, 3, 4]
+    assert lock_files(pytester) == []
+    scratch = list((pytester.path / ".pytest_cache" / "d" / "autotune").glob("*.jsonl"))
+    assert len(scratch) == 1
+    records = [json.loads(line) for line in scratch[0].read_text().splitlines()]
+    assert [r["params"]["X"] for r in records] == [1, 2, 3]  # each appended as it was measured
+    assert all(len(r["samples"]) == 3 and r["failure"] is None for r in records)
+    (pytester.path / "calls.log").unlink()
+
+
+def test_interrupted_tuning_resumes_from_scratch_cache(project: pytest.Pytester) -> None:
+    project.makepyfile(test_resume=RESUME_TEST)
+    device = project.path / "device.txt"
+    device.write_text("Lab CPU A")
+    _interrupt(project, "keyboard-interrupt")
+    scratch_dir = project.path / ".pytest_cache" / "d" / "autotune"
+
+    # Another device does not resume device A's measurements (nor delete them).
+    device.write_text("Lab CPU B")
+    result = run(project, "--autotune", "--autotune-report=report.json")
+    result.assert_outcomes(passed=1)
+    assert {1, 2, 3, 4, 5, 6} <= set(_calls(project))
+    assert json.loads((project.path / "report.json").read_text())["kernels"][0]["resumed"] == 0
+    assert len(list(scratch_dir.glob("*.jsonl"))) == 1
+    (project.path / "calls.log").unlink()
+
+    device.write_text("Lab CPU A")
+    result = run(project, "--autotune", "--autotune-report=report.json")
+    result.assert_outcomes(passed=1)
+    calls = _calls(project)
+    assert not {1, 2, 3} & set(calls), calls  # not measured again
+    assert {4, 5, 6} <= set(calls)
+    (row,) = json.loads((project.path / "report.json").read_text())["kernels"]
+    assert row["resumed"] == 3 and row["evaluations"] == 6 and row["status"] == "tuned"
+    from pytest_autotune.runners.device import DeviceInfo
+
+    slug_a, slug_b = (DeviceInfo(model=f"Lab CPU {x}", kind="cpu").slug for x in "AB")
+    assert sorted(p.name for p in lock_files(project)) == [f"{slug_a}.json", f"{slug_b}.json"]
+    lock = json.loads((project.path / "autotune.lock" / f"{slug_a}.json").read_text())
+    entry = lock["entries"]["test_resume.py::test_resume::launch"]
+    assert entry["evaluations"]["total"] == 6 and entry["params"]["X"] in (4, 5, 6)
+    assert entry["runner"] == "callable"
+    # the scratch file is gone once the entry is written: the next --autotune measures everything again
+    assert list((project.path / ".pytest_cache" / "d" / "autotune").glob("*.jsonl")) == []
+    (project.path / "calls.log").unlink()
+    run(project, "--autotune").assert_outcomes(passed=1)
+    assert {1, 2, 3, 4, 5, 6} <= set(_calls(project))
+
+
+def test_crashed_tuning_run_and_autotune_fresh(project: pytest.Pytester) -> None:
+    project.makepyfile(test_resume=RESUME_TEST)
+    _interrupt(project, "exit")  # the scratch cache survives a hard crash too
+    result = run(project, "--autotune", "--autotune-fresh", "--autotune-report=report.json")
+    result.assert_outcomes(passed=1)
+    assert {1, 2, 3, 4, 5, 6} <= set(_calls(project))  # everything measured again
+    (row,) = json.loads((project.path / "report.json").read_text())["kernels"]
+    assert row["resumed"] == 0 and row["evaluations"] == 6
+
+
+# ---------------------------------------------------------------------------------------------
+# Replay runner: exact, deterministic numbers with the default tolerance and alpha
+# ---------------------------------------------------------------------------------------------
+def _replay_project(pytester: pytest.Pytester, scale: float = 1.0) -> Path:
+    recording = pytester.path / "fake_gpu.json"
+    recording.write_text(json.dumps(fake_recording()))
+    (pytester.path / "scale.txt").write_text(str(scale))
+    pytester.makepyfile(test_replay=REPLAY_TEST)
+    return recording
+
+
+def test_replay_lifecycle_report_plots_and_progress(project: pytest.Pytester) -> None:
+    _replay_project(project)
+    key = "test_replay.py::test_replay::fake_gpu"
+
+    result = run(project, "--autotune", "--autotune-report=out/tune.json", "--autotune-plots=plots")
+    result.assert_outcomes(passed=1)
+    # progress lines without -q
+    result.stdout.re_match_lines([rf"autotune {re.escape(key)}: 12/12 evaluations, best 1 ms, 0 failed, [\d.]+s"])
+    path, lock = the_lockfile(project)
+    assert path.name == "fake-gpu-9000.json"  # replay: the lockfile of the recorded GPU
+    entry = lock["entries"][key]
+    assert entry["params"] == {"block_size_x": 128, "tile": 2} and entry["runner"] == "replay"
+    assert entry["samples"] == [0.97, 0.98, 0.99, 1.0, 1.01, 1.02, 1.03]
+    assert [u["params"] for u in entry["runners_up"]] == [{"block_size_x": 128, "tile": 1},  # 1.3 ms
+                                                           {"block_size_x": 64, "tile": 2},  # 1.5 ms
+                                                           {"block_size_x": 32, "tile": 2}]  # 1.75 ms
+    report = json.loads((project.path / "out" / "tune.json").read_text())
+    assert report["meta"]["mode"] == "all"
+    (row,) = report["kernels"]
+    assert row["test"] == "test_replay.py::test_replay" and row["kernel"] == "fake_gpu"
+    assert row["evaluations"] == 12 and row["strategy"] == "brute_force" and row["resumed"] == 0
+    assert row["best_so_far"][-1] == 1.0 and row["best_so_far"] == sorted(row["best_so_far"], reverse=True)
+    if importlib.util.find_spec("matplotlib") is not None:
+        pngs = list((project.path / "plots").glob("*.png"))
+        assert len(pngs) == 1 and pngs[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        result.stdout.fnmatch_lines(["autotune: 1 convergence plot(s) written to plots"])
+    else:
+        result.stdout.fnmatch_lines(["autotune: --autotune-plots needs matplotlib (pip install matplotlib)"])
+
+    # -q: the summary stays, progress lines go; the identical recording gates as +0.0 %.
+    result = run(project, "-q", "--autotune-report=gate.json")
+    result.assert_outcomes(passed=1)
+    assert not any(line.startswith(f"autotune {key}:") for line in result.outlines)
+    assert summary_rows(result)[key][1:3] == ["gate", "pass"]
+    (row,) = json.loads((project.path / "gate.json").read_text())["kernels"]
+    assert row["mode"] == "gate" and row["change_pct"] == 0.0 and row["p_value"] > 0.5
+    assert row["locked_ms"] == 1.0 and row["status"] == "pass"
+
+    # 25 % slower: fails at the default 10 % tolerance (7 vs 7 fully separated samples: p = 1/3432).
+    (project.path / "scale.txt").write_text("1.25")
+    result = run(project, "-q")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "autotune regression: kernel 'fake_gpu' in test_replay.py::test_replay got slower than its lock allows",
+        "  locked median 1 ms (n=7)  ->  now 1.25 ms (n=7): +25.0%",
+        "  tolerance 10%, Mann-Whitney U one-sided p = 0.000291 (alpha 0.01)",
+        "  locked params: {'block_size_x': 128, 'tile': 2}",
+        "  if the slowdown is expected, re-tune with: pytest --autotune=all test_replay.py::test_replay",
+    ])
+    # 8 % slower: within the tolerance, however significant.
+    (project.path / "scale.txt").write_text("1.08")
+    run(project, "-q").assert_outcomes(passed=1)
+    # 40 % faster: a note, not a failure.
+    (project.path / "scale.txt").write_text("0.6")
+    result = run(project, "-q")
+    result.assert_outcomes(passed=1)
+    assert summary_rows(result)[key][2] == "faster"
+    result.stdout.fnmatch_lines(["note: kernel 'fake_gpu' is 40.0% faster than locked (p = 0.000291)*"])
+    # -qq: no table at all
+    result = run(project, "-qq")
+    assert "autotune summary" not in result.stdout.str()
+
+
+def test_replay_ranking_check_reports_a_runner_up_that_now_wins(project: pytest.Pytester) -> None:
+    recording = _replay_project(project)
+    key = "test_replay.py::test_replay::fake_gpu"
+    run(project, "--autotune").assert_outcomes(passed=1)
+    # Re-recorded: the winner is unchanged, runner-up (128, 1) went from 1.3 ms to 0.6 ms.
+    # Not a stale entry (the kernel and space are the same): the gate compares, the ranking check re-ranks.
+    recording.write_text(json.dumps(fake_recording({(128, 1): 0.6})))
+    result = run(project, "--autotune-ranking")
+    result.assert_outcomes(passed=1)
+    assert summary_rows(result)[key][2] == "stale-ranking"
+    result.stdout.fnmatch_lines([f"stale lock: {key} runner-up {{'block_size_x': 128, 'tile': 1}} "
+                                 "is now 40.0% faster than the locked winner"])
+    # without the flag the runners-up are not re-timed
+    result = run(project)
+    result.assert_outcomes(passed=1)
+    assert summary_rows(result)[key][2] == "pass" and "stale lock" not in result.stdout.str()
+    # a runner-up that got faster but still loses to the winner is no news
+    recording.write_text(json.dumps(fake_recording({(128, 1): 1.05})))
+    result = run(project, "--autotune-ranking")
+    assert summary_rows(result)[key][2] == "pass"
+
+
+def test_gate_reports_a_locked_configuration_that_no_longer_runs(project: pytest.Pytester) -> None:
+    recording = _replay_project(project)
+    run(project, "--autotune").assert_outcomes(passed=1)
+    broken = fake_recording()
+    broken["cache"]["128,2"]["time"] = "RuntimeFailedConfig"  # the locked winner now crashes
+    recording.write_text(json.dumps(broken))
+    result = run(project)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "autotune: the locked configuration of kernel 'fake_gpu' in test_replay.py::test_replay no longer works "
+        "(runtime): *",
+        "  locked params: {'block_size_x': 128, 'tile': 2}",
+        "  re-tune with: pytest --autotune=all test_replay.py::test_replay",
+    ])
+    assert summary_rows(result)["test_replay.py::test_replay::fake_gpu"][2] == "BROKEN"
+
+
+def test_ini_options_flags_and_the_lockfile_name_hook(project: pytest.Pytester) -> None:
+    _replay_project(project)
+    project.makeini("[pytest]\nautotune_lockdir = locks\nautotune_tolerance = 0.3\n")
+    project.makeconftest('''
+def pytest_autotune_lockfile_name(config, device):
+    return "team-" + device.slug
+''')
+    run(project, "--autotune").assert_outcomes(passed=1)
+    assert [p.name for p in (project.path / "locks").glob("*.json")] == ["team-fake-gpu-9000.json"]
+    assert not (project.path / "autotune.lock").exists()
+    (project.path / "scale.txt").write_text("1.25")
+    run(project).assert_outcomes(passed=1)  # 25 % slower, within the ini's 30 %
+    result = run(project, "--autotune-tolerance=0.1")  # the flag beats the ini
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*tolerance 10%, Mann-Whitney*"])
+    run(project, "--autotune-lockdir=elsewhere").assert_outcomes(skipped=1)  # nothing locked there
+    project.makeini("[pytest]\nautotune_missing = sometimes\n")
+    result = run(project)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*autotune_missing = 'sometimes': choose from skip, fail, tune*"])
+
+
+def test_replay_of_real_recordings(project: pytest.Pytester, spaces_dir: Path) -> None:
+    recording = spaces_dir / "kerneltuner" / "pnpoly_RTX_3090.json.gz"
+    if not recording.exists():
+        pytest.skip(f"{recording} not found")
+    doc = json.loads(gzip.decompress(recording.read_bytes()))
+    params = {k: doc["tune_params"][k] for k in doc.get("tune_params_keys") or doc["tune_params"]}
+    (project.path / "scale.txt").write_text("1.0")
+    project.makepyfile(test_pnpoly=f'''
+import pathlib
+import pytest
+SCALE = float((pathlib.Path(__file__).parent / "scale.txt").read_text())
+
+@pytest.mark.tune(params={params!r}, strategy="random", budget=25, seed=7)
+def test_pnpoly(autotune):
+    autotune.replay({str(recording)!r}, scale=SCALE)
+''')
+    result = run(project, "--autotune")
+    result.assert_outcomes(passed=1)
+    path, lock = the_lockfile(project)
+    assert path.name == "nvidia-geforce-rtx-3090.json" or "3090" in path.name
+    entry = lock["entries"]["test_pnpoly.py::test_pnpoly::pnpoly_RTX_3090"]
+    assert entry["evaluations"]["total"] == 25 and entry["strategy"]["seed"] == 7
+    run(project).assert_outcomes(passed=1)
+    (project.path / "scale.txt").write_text("1.2")
+    result = run(project)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*+20.0%*", "*tolerance 10%, Mann-Whitney U one-sided p = *"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Usage errors
+# ---------------------------------------------------------------------------------------------
+BAD_MARKERS = {
+    "unknown_strategy": ('strategy="simulated_anealing"', "tune marker argument 'strategy': unknown strategy "
+                                                          "'simulated_anealing'"),
+    "malformed_restriction": ('strategy="random", restrictions=["X >"]', "tune marker argument 'restrictions': "
+                                                                         "restriction 'X >' is not a valid Python "
+                                                                         "expression"),
+    "unknown_name": ('strategy="random", restrictions=["XX > 1"]', "tune marker argument 'restrictions': "
+                                                                  "restriction 'XX > 1': unknown name 'XX'; "
+                                                                  "did you mean 'X'?"),
+    "empty_space": ('strategy="random", restrictions=["X > 5"]',
+                    "tune marker argument 'restrictions': restriction 'X > 5' excludes every value of parameter 'X'"),
+    "negative_budget": ('strategy="random", budget=-3', "tune marker argument 'budget': budget must be positive, "
+                                                        "got -3"),
+    "bad_budget": ('strategy="random", budget="lots"', "tune marker argument 'budget': budget duration 'lots' is not "
+                                                       "understood"),
+    "unknown_argument": ('strategy="random", tolerence=0.2', "tune marker got unknown argument(s) ['tolerence']; "
+                                                             "known: params, restrictions, strategy, budget,"),
+    "bad_tolerance": ('strategy="random", tolerance="10%"', "tune marker argument 'tolerance': '10%' must be a "
+                                                            "fraction"),
+}
+
+
+def test_bad_marker_arguments_are_collection_errors(project: pytest.Pytester) -> None:
+    for name, (extra, _) in BAD_MARKERS.items():
+        project.makepyfile(**{f"test_{name}": f'''
+import pytest
+
+@pytest.mark.tune(params={{"X": [1, 2, 4]}}, {extra})
+def test_{name}(autotune):
+    raise AssertionError("must not run")
+'''})
+    result = run(project)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.assert_outcomes(errors=len(BAD_MARKERS))
+    for name, (_, message) in BAD_MARKERS.items():
+        result.stdout.re_match_lines([rf".*ERROR collecting test_{name}\.py.*",
+                                      rf"test_{name}\.py::test_{name}: {re.escape(message)}"], consecutive=True)
+
+
+def test_usage_errors(project: pytest.Pytester) -> None:
+    project.makepyfile(test_plain='''
+def test_untuned(autotune):
+    pass
+''')
+    # a path right after the bare flag: the message says how to write it
+    result = run(project, "--autotune", "test_plain.py")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*argument --autotune: expected 'all' or 'missing', got 'test_plain.py'; "
+                                 "to tune a path or test, write --autotune=all test_plain.py*"])
+    # the fixture without the marker
+    result = run(project, "test_plain.py", "--autotune")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*test_plain.py::test_untuned uses the autotune fixture without "
+                                 "@pytest.mark.tune(params=...)*"])
+    # a report asked for is written even when nothing was tuned
+    result = run(project, "-k", "nothing", "--autotune-report=r.json")
+    assert json.loads((project.path / "r.json").read_text())["kernels"] == []
