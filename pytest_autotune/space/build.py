@@ -25,6 +25,14 @@ from .errors import SearchSpaceError
 from .expressions import Restriction
 
 DEFAULT_CHUNK_ROWS = 1 << 22
+# More rows than this (tens of GiB of index columns) are refused with an error, not a crash.
+MAX_ROWS = 1 << 31
+
+
+def _check_rows(n: int, what: str) -> None:
+    if n > MAX_ROWS:
+        raise SearchSpaceError(f"{what}: {n} configurations are too many to enumerate (limit {MAX_ROWS}); "
+                               "add restrictions or split the space")
 
 
 @dataclass
@@ -41,6 +49,23 @@ class BuildStep:
 class BuildResult:
     columns: list[np.ndarray]  # per parameter (original order): value index of each valid row, unsorted
     steps: list[BuildStep] = field(default_factory=list)
+
+
+@dataclass
+class BlockResult:
+    """The valid set as independent blocks whose Cartesian product it is (not yet crossed)."""
+
+    blocks: list[dict[str, np.ndarray]]  # per block: parameter -> value index of each of the block's rows
+    steps: list[BuildStep] = field(default_factory=list)
+
+    def columns(self, names: Sequence[str]) -> list[np.ndarray]:
+        """Crossed columns in ``names`` order (unsorted), as :func:`build_columns` returns them."""
+        selectors = _cross([len(next(iter(b.values()))) for b in self.blocks])
+        merged: dict[str, np.ndarray] = {}
+        for block, sel in zip(self.blocks, selectors):
+            for q, col in block.items():
+                merged[q] = col[sel] if len(self.blocks) > 1 else col
+        return [merged[p] for p in names]
 
 
 class _UnionFind:
@@ -97,6 +122,7 @@ def _build_component(order: list[str], candidates: Mapping[str, np.ndarray], tab
         completing = [r for r in pending if set(r.names) <= bound]
         pending = [r for r in pending if r not in completing]
         if not completing:
+            _check_rows(n * m, f"binding {p!r} before any restriction applies")
             parent = np.repeat(np.arange(n), m)
             child = np.tile(np.arange(m), n)
         else:
@@ -113,9 +139,10 @@ def _build_component(order: list[str], candidates: Mapping[str, np.ndarray], tab
                 for r in completing:
                     hit = _as_block_mask(r.evaluate(env), shape)
                     mask = hit if mask is None else np.logical_and(mask, hit)
-                par, chi = np.nonzero(mask)
+                hits = np.flatnonzero(mask)  # much cheaper than a 2-D nonzero
+                par = hits // m
                 parents.append(par + start)
-                children.append(chi)
+                children.append(hits - par * m)
             parent = np.concatenate(parents) if len(parents) > 1 else parents[0]
             child = np.concatenate(children) if len(children) > 1 else children[0]
         steps.append(BuildStep(p, [r.source for r in completing], n * m, len(parent)))
@@ -130,6 +157,7 @@ def _build_component(order: list[str], candidates: Mapping[str, np.ndarray], tab
 def _cross(sizes: list[int]) -> list[np.ndarray]:
     """Row selectors of the Cartesian product of blocks of the given sizes."""
     total = prod(sizes)
+    _check_rows(total, "the valid configurations")
     out, inner = [], total
     for s in sizes:
         inner //= s
@@ -141,6 +169,13 @@ def _cross(sizes: list[int]) -> list[np.ndarray]:
 def build_columns(names: Sequence[str], tables: Sequence[np.ndarray], restrictions: list[Restriction],
                   chunk_rows: int = DEFAULT_CHUNK_ROWS) -> BuildResult:
     """Enumerate the valid configurations as value-index columns (unsorted)."""
+    built = build_blocks(names, tables, restrictions, chunk_rows)
+    return BuildResult(built.columns(names), built.steps)
+
+
+def build_blocks(names: Sequence[str], tables: Sequence[np.ndarray], restrictions: list[Restriction],
+                 chunk_rows: int = DEFAULT_CHUNK_ROWS) -> BlockResult:
+    """Enumerate the valid configurations of each independent block; their Cartesian product is the space."""
     table_of = dict(zip(names, tables))
     candidates = {p: np.arange(len(t)) for p, t in table_of.items()}
     steps: list[BuildStep] = []
@@ -182,13 +217,8 @@ def build_columns(names: Sequence[str], tables: Sequence[np.ndarray], restrictio
             raise SearchSpaceError(empty_space_report(names, tables, restrictions, steps))
         blocks.append(cols)
 
-    block_sizes = [len(next(iter(b.values()))) for b in blocks]
-    selectors = _cross(block_sizes)
-    merged: dict[str, np.ndarray] = {}
-    for block, sel in zip(blocks, selectors):
-        for q, col in block.items():
-            merged[q] = col[sel] if len(blocks) > 1 else col
-    return BuildResult([merged[p] for p in names], steps)
+    _check_rows(prod(len(next(iter(b.values()))) for b in blocks), "the valid configurations")
+    return BlockResult(blocks, steps)
 
 
 def empty_space_report(names: Sequence[str], tables: Sequence[np.ndarray], restrictions: list[Restriction],

@@ -9,8 +9,14 @@ construction fast: bound parameters arrive as ``(n, 1)`` columns and the newly
 bound one as a ``(1, m)`` row, so each restriction is tested on the whole
 ``n x m`` block without materialising the repeated columns.
 
-Division, floor division and modulo by zero make the configuration invalid
-(Python would raise) rather than crash the build.
+Division, floor division and modulo by zero (and ``0 ** -1``) make the
+configuration invalid (Python would raise) rather than crash the build, but
+only where Python would evaluate them: ``y == 0 or x % y == 0`` keeps
+``y == 0``, as does ``x / y if y else 0``. Otherwise the semantics are
+Python's: ``and``/``or`` yield an operand, booleans do integer arithmetic,
+``in`` compares like ``==``. Integers are int64 (no unbounded Python
+integers, so no ``1 << 10**10`` allocating gigabytes); ``**`` turns to
+float64 where int64 would overflow; string repetition is capped.
 """
 from __future__ import annotations
 
@@ -90,15 +96,70 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
 
 
 def _power(base: Any, exp: Any) -> Any:
-    """``**`` without Python's unbounded integers: int64 or float64, never a hang."""
+    """``**`` without Python's unbounded integers: int64, or float64 where int64 would overflow; never a hang."""
     b, e = np.asarray(base), np.asarray(exp)
     if b.dtype.kind in "iub" and e.dtype.kind in "iub" and np.all(e >= 0):
-        return np.power(b.astype(np.int64), e.astype(np.int64))
+        exact = np.power(b.astype(np.int64), e.astype(np.int64))
+        approx = np.float_power(b, e)
+        if np.all(np.abs(approx) < 2.0**62):
+            return exact
+        return np.where(np.abs(approx) < 2.0**62, exact, approx)
     return np.float_power(b, e)
 
 
 def _is_zero(x: Any) -> Any:
     return x == 0
+
+
+def _num(x: Any) -> Any:
+    """Booleans as integers for arithmetic, as Python does (numpy's ``True + True`` is ``True``)."""
+    if isinstance(x, np.ndarray) and x.dtype == bool:
+        return x.astype(np.int64)
+    return int(x) if isinstance(x, np.bool_) else x
+
+
+def _is_text(x: Any) -> bool:
+    return isinstance(x, str) or (isinstance(x, np.ndarray) and x.dtype == object)
+
+
+MAX_TEXT_LENGTH = 1 << 16
+
+
+def _mul_one(a: Any, b: Any) -> Any:
+    for s, n in ((a, b), (b, a)):
+        if isinstance(s, str) and isinstance(n, (int, np.integer)) and n * len(s) > MAX_TEXT_LENGTH:
+            raise SearchSpaceError(f"string repetition longer than {MAX_TEXT_LENGTH} characters")
+    return a * b
+
+
+_mul_objects = np.frompyfunc(_mul_one, 2, 1)
+
+
+def _multiply(a: Any, b: Any) -> Any:
+    """``*`` with Python's semantics for strings, but no gigabyte strings from ``'a' * 10**10``."""
+    if _is_text(a) or _is_text(b):
+        return _mul_objects(a, b)
+    return a * b
+
+
+def _lazy(node: Node, env: Env, bad: list, active: Any) -> Any:
+    """Evaluate ``node`` whose divisions by zero count only where ``active``: where Python evaluates it."""
+    sub: list = []
+    value = node(env, sub)
+    for zero in sub:
+        bad.append(np.logical_and(active, zero))
+    return value
+
+
+def _select(cond: Any, a: Any, b: Any) -> Any:
+    """``np.where`` that keeps strings as Python objects instead of promoting to numpy strings."""
+    if _is_text(a) or _is_text(b):
+        a, b = np.asarray(a, dtype=object), np.asarray(b, dtype=object)
+    return np.where(cond, a, b)
+
+
+def _truth(x: Any) -> Any:
+    return x.astype(bool) if isinstance(x, np.ndarray) and x.dtype != bool else (x if isinstance(x, np.ndarray) else bool(x))
 
 
 class _Compiler:
@@ -130,6 +191,8 @@ class _Compiler:
             raise self.fail(f"constant {value!r} of type {type(value).__name__} is not allowed")
         if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**62:
             raise self.fail(f"integer constant {value} is too large")
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = np.int64(value)  # int64 arithmetic: no unbounded Python integers (1 << 10**10)
         return lambda env, bad: value
 
     def _Name(self, node: ast.Name, depth: int) -> Node:
@@ -152,16 +215,28 @@ class _Compiler:
     def _BinOp(self, node: ast.BinOp, depth: int) -> Node:
         left, right = self.compile(node.left, depth), self.compile(node.right, depth)
         op = type(node.op)
+        if op is ast.Mult:
+            return lambda env, bad: _multiply(_num(left(env, bad)), _num(right(env, bad)))
         if op in _BINOPS:
             fn = _BINOPS[op]
-            return lambda env, bad: fn(left(env, bad), right(env, bad))
+            if op in (ast.BitAnd, ast.BitOr, ast.BitXor):  # bool & bool stays bool, as in Python
+                return lambda env, bad: fn(left(env, bad), right(env, bad))
+            return lambda env, bad: fn(_num(left(env, bad)), _num(right(env, bad)))
         if op is ast.Pow:
-            return lambda env, bad: _power(left(env, bad), right(env, bad))
+            def power(env: Env, bad: list) -> Any:
+                a, b = _num(left(env, bad)), _num(right(env, bad))
+                zero = np.logical_and(_is_zero(a), np.less(b, 0))  # 0 ** -1 raises in Python
+                if np.any(zero):
+                    bad.append(zero)
+                    a = np.where(zero, 1, a)
+                return _power(a, b)
+
+            return power
         if op in _DIVISIONS:
             div = _DIVISIONS[op]
 
             def divide(env: Env, bad: list) -> Any:
-                a, b = left(env, bad), right(env, bad)
+                a, b = _num(left(env, bad)), _num(right(env, bad))
                 zero = _is_zero(b)
                 if np.any(zero):
                     bad.append(zero)
@@ -177,21 +252,28 @@ class _Compiler:
         if op is ast.Not:
             return lambda env, bad: np.logical_not(operand(env, bad))
         if op is ast.USub:
-            return lambda env, bad: -operand(env, bad)
+            return lambda env, bad: -_num(operand(env, bad))
         if op is ast.UAdd:
-            return lambda env, bad: operand(env, bad)
+            return lambda env, bad: _num(operand(env, bad))
         if op is ast.Invert:
-            return lambda env, bad: ~operand(env, bad)
+            return lambda env, bad: ~_num(operand(env, bad))
         raise self.fail(f"unary operator {op.__name__} is not allowed")  # pragma: no cover
 
     def _BoolOp(self, node: ast.BoolOp, depth: int) -> Node:
         parts = [self.compile(v, depth) for v in node.values]
-        combine = np.logical_and if isinstance(node.op, ast.And) else np.logical_or
+        is_and = isinstance(node.op, ast.And)
 
+        # Python semantics: the value is an operand (not a bool), and an operand
+        # is evaluated (its divisions by zero count) only where the earlier ones
+        # did not decide the result.
         def boolop(env: Env, bad: list) -> Any:
             out = parts[0](env, bad)
             for part in parts[1:]:
-                out = combine(out, part(env, bad))
+                go = _truth(out) if is_and else np.logical_not(_truth(out))
+                if not np.any(go):
+                    break
+                nxt = _lazy(part, env, bad, go)
+                out = _select(go, nxt, out)
             return out
 
         return boolop
@@ -218,8 +300,10 @@ class _Compiler:
         def compare(env: Env, bad: list) -> Any:
             left = first(env, bad)
             out: Any = True
-            for fn, right_node in steps:
-                right = right_node(env, bad)
+            for i, (fn, right_node) in enumerate(steps):
+                if i and not np.any(out):
+                    break  # a < b < c: Python stops at the first false link
+                right = right_node(env, bad) if i == 0 else _lazy(right_node, env, bad, out)
                 out = np.logical_and(out, fn(left, right))
                 left = right
             return out
@@ -236,11 +320,22 @@ class _Compiler:
             if not isinstance(elt, ast.Constant) or not isinstance(elt.value, (bool, int, float, str)):
                 raise self.fail("'in' lists may hold only literal numbers and strings")
             values.append(elt.value)
+        if len({isinstance(v, str) for v in values}) > 1:
+            return np.array(values, dtype=object)  # np.isin would turn [1, 'a'] into strings
         return values
 
     def _IfExp(self, node: ast.IfExp, depth: int) -> Node:
         test, body, orelse = (self.compile(n, depth) for n in (node.test, node.body, node.orelse))
-        return lambda env, bad: np.where(test(env, bad), body(env, bad), orelse(env, bad))
+
+        def ifexp(env: Env, bad: list) -> Any:
+            t = _truth(test(env, bad))
+            if np.all(t):
+                return _lazy(body, env, bad, t)
+            if not np.any(t):
+                return _lazy(orelse, env, bad, np.logical_not(t))
+            return _select(t, _lazy(body, env, bad, t), _lazy(orelse, env, bad, np.logical_not(t)))
+
+        return ifexp
 
     def _Call(self, node: ast.Call, depth: int) -> Node:
         if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
@@ -267,8 +362,8 @@ class Restriction:
         with np.errstate(all="ignore"):
             try:
                 out = self._fn(env, bad)
-            except SearchSpaceError:
-                raise
+            except SearchSpaceError as exc:  # e.g. min() of one argument: say which restriction
+                raise SearchSpaceError(f"restriction {self.source!r}: {exc}") from None
             except Exception as exc:  # type errors between values, e.g. "abc" < 3
                 raise SearchSpaceError(f"restriction {self.source!r} failed to evaluate: {exc}") from exc
         mask = np.asarray(out)
@@ -313,6 +408,13 @@ def literal_values(text: str) -> list:
     which is what search-space definition files use.
     """
 
+    budget = [2 * _VALUE_LIMIT]  # elements produced in all (ranges + comprehension steps): no runaway nesting
+
+    def spend(n: int) -> None:
+        budget[0] -= n
+        if budget[0] < 0:
+            raise SearchSpaceError(f"value list {text[:80]!r}: too many elements (limit {_VALUE_LIMIT} values)")
+
     def ev(node: ast.AST, scope: dict) -> Any:
         if isinstance(node, ast.Constant) and isinstance(node.value, (bool, int, float, str)):
             return node.value
@@ -329,6 +431,8 @@ def literal_values(text: str) -> list:
             a, b = ev(node.left, scope), ev(node.right, scope)
             if isinstance(node.op, ast.Pow) and (abs(b) > 64 or abs(a) > 2**20):
                 raise SearchSpaceError(f"value list {text!r}: exponent too large")
+            if isinstance(node.op, ast.Mult) and (isinstance(a, str) or isinstance(b, str)):
+                raise SearchSpaceError(f"value list {text!r}: string repetition is not allowed")
             if isinstance(a, list) or isinstance(b, list):
                 if not isinstance(node.op, ast.Add) or not (isinstance(a, list) and isinstance(b, list)):
                     raise SearchSpaceError(f"value list {text!r}: only + joins lists")
@@ -339,8 +443,7 @@ def literal_values(text: str) -> list:
             args = [ev(a, scope) for a in node.args]
             if node.func.id == "range":
                 r = range(*args)
-                if len(r) > _VALUE_LIMIT:
-                    raise SearchSpaceError(f"value list {text!r}: range too long")
+                spend(len(r))
                 return list(r)
             if node.func.id == "list" and len(args) == 1:
                 return list(args[0])
@@ -350,6 +453,7 @@ def literal_values(text: str) -> list:
                 raise SearchSpaceError(f"value list {text!r}: unsupported comprehension")
             out = []
             for item in ev(gen.iter, scope):
+                spend(1)
                 inner = {**scope, gen.target.id: item}
                 if all(ev(cond, inner) for cond in gen.ifs):
                     out.append(ev(node.elt, inner))
@@ -358,11 +462,20 @@ def literal_values(text: str) -> list:
             return _COMPARE[type(node.ops[0])](ev(node.left, scope), ev(node.comparators[0], scope))
         raise SearchSpaceError(f"value list {text!r}: {type(node).__name__} is not allowed")
 
+    if not isinstance(text, str) or len(text) > MAX_EXPRESSION_LENGTH:
+        raise SearchSpaceError(f"value list {str(text)[:80]!r}: must be a string of at most {MAX_EXPRESSION_LENGTH} characters")
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
         raise SearchSpaceError(f"value list {text!r} is not a valid expression: {exc.msg}") from None
-    result = ev(tree.body, {})
+    except (RecursionError, MemoryError, ValueError) as exc:
+        raise SearchSpaceError(f"value list {text[:80]!r} could not be parsed: {type(exc).__name__}") from None
+    try:
+        result = ev(tree.body, {})
+    except SearchSpaceError:
+        raise
+    except (TypeError, ValueError, ArithmeticError, RecursionError, MemoryError) as exc:
+        raise SearchSpaceError(f"value list {text[:80]!r} failed to evaluate: {type(exc).__name__}: {exc}") from None
     if not isinstance(result, list):
         result = [result]
     return result

@@ -6,7 +6,11 @@ indices ``(v_0 .. v_k)`` then covers the contiguous key range
 ``[prefix, prefix + mult_k)``, so "does any valid configuration start like
 this?" is two binary searches. Neighbourhood queries walk the parameters
 level by level, keeping only prefixes that exist (a pruned trie walk), all
-vectorised over the frontier. No per-query scan of the whole space.
+vectorised over the frontier. No per-query scan of the whole space, except
+where a scan is the cheaper plan: box queries on small spaces (at most
+:data:`SCAN_LIMIT` cells) or on sparse ones without a dense key table (at most
+:data:`SCAN_LIMIT_SPARSE` cells), and walks whose frontier outgrows
+:data:`MAX_FRONTIER`.
 """
 from __future__ import annotations
 
@@ -16,8 +20,14 @@ import numpy as np
 
 # Beyond this many live prefixes a walk falls back to one vectorised scan.
 MAX_FRONTIER = 200_000
-# Frontiers up to this size go unchecked to the next level.
+# Frontiers up to this size go unchecked to the next level (with a dense key table: a probe is one gather) ...
 CHECK_AT = 4096
+# ... and without one, where every probe is a binary search, so pruning early pays off sooner.
+CHECK_AT_SPARSE = 64
+# Box queries on spaces with at most this many cells (valid rows x parameters) scan the columns instead,
+# and so do spaces with up to SCAN_LIMIT_SPARSE cells when there is no dense key table.
+SCAN_LIMIT = 1 << 16
+SCAN_LIMIT_SPARSE = 1 << 20
 
 
 DENSE_LIMIT = 1 << 24
@@ -54,15 +64,22 @@ def _merge_levels(mult: np.ndarray, choices: Sequence[np.ndarray], center: np.nd
     """Per walk level: key offsets, their L1 distances, prefix width, and whether checking can prune.
 
     Runs of levels that cannot prune (unconstrained parameters) are merged
-    into one level, so a large frontier is expanded once instead of per level.
+    into one level, so a large frontier is expanded once instead of per level;
+    so are single-choice levels, which never widen the frontier (checking the
+    longer prefix they make prunes at least as much).
     """
     levels: list[tuple[np.ndarray, np.ndarray, int, bool]] = []
     for k, c in enumerate(choices):
         c = np.asarray(c, dtype=np.int64)
         offsets = c * mult[k]
-        dist = np.abs(c - center[k]) if center is not None else np.zeros(len(c), dtype=np.int64)
+        dist = np.abs(c - center[k]) if center is not None else (
+            _ZEROS[: len(c)] if len(c) <= len(_ZEROS) else np.zeros(len(c), dtype=np.int64))
         checkable = prunes is None or bool(prunes[k])
-        if levels and not checkable and not levels[-1][3] and len(levels[-1][0]) * len(c) <= 4096:
+        if levels and len(c) == 1:
+            prev_off, prev_dist, _, prev_check = levels[-1]
+            levels[-1] = (prev_off + offsets[0], prev_dist + dist[0] if center is not None else prev_dist,
+                          int(mult[k]), prev_check or checkable)
+        elif levels and not checkable and not levels[-1][3] and len(levels[-1][0]) * len(c) <= 4096:
             prev_off, prev_dist, _, _ = levels[-1]
             levels[-1] = ((prev_off[:, None] + offsets[None, :]).ravel(),
                           (prev_dist[:, None] + dist[None, :]).ravel(), int(mult[k]), False)
@@ -84,6 +101,7 @@ def box_walk(keys: np.ndarray, mult: np.ndarray, choices: Sequence[np.ndarray],
     when the frontier grows past :data:`MAX_FRONTIER` (caller falls back to a scan).
     """
     levels = _merge_levels(mult, choices, center, prunes)
+    check_at = CHECK_AT if dense is not None else min(CHECK_AT, CHECK_AT_SPARSE)
     prefix = np.zeros(1, dtype=np.int64)
     used = np.zeros(1, dtype=np.int64)
     last = len(levels) - 1
@@ -102,7 +120,7 @@ def box_walk(keys: np.ndarray, mult: np.ndarray, choices: Sequence[np.ndarray],
             lo = found[exists]
             if l1_budget is not None:
                 u = u[exists]
-        elif len(lo) > CHECK_AT and checkable:
+        elif len(lo) > check_at and checkable:
             exists = _prefix_exists(keys, lo, width)
             lo = lo[exists]
             if l1_budget is not None:
@@ -134,8 +152,66 @@ def hamming(keys: np.ndarray, mult: np.ndarray, sizes: np.ndarray, v: np.ndarray
     return rows[rows >= 0]
 
 
-def strictly_adjacent_choices(sizes: np.ndarray, v: np.ndarray) -> list[np.ndarray]:
-    return [np.arange(max(0, int(x) - 1), min(int(m), int(x) + 2)) for x, m in zip(v, sizes)]
+class HammingPlan:
+    """Every (parameter, other value) pair as flat arrays, so a Hamming query is a few vectorised steps."""
+
+    def __init__(self, sizes: np.ndarray, mult: np.ndarray):
+        multi = [k for k, m in enumerate(sizes) if m > 1]
+        self.value = np.concatenate([np.arange(int(sizes[k]), dtype=np.int64) for k in multi]) if multi \
+            else np.empty(0, dtype=np.int64)
+        self.param = np.concatenate([np.full(int(sizes[k]), k, dtype=np.intp) for k in multi]) if multi \
+            else np.empty(0, dtype=np.intp)
+        self.mult = np.asarray(mult, dtype=np.int64)[self.param]
+
+    def rows(self, keys: np.ndarray, key: int, v: np.ndarray, dense: DenseRows | None = None) -> np.ndarray:
+        """Sorted rows differing from vector ``v`` (whose key is ``key``) in exactly one parameter."""
+        current = v[self.param]
+        delta = self.value - current
+        probes = (key + delta * self.mult)[delta != 0]
+        rows = rows_of_keys(keys, probes, dense)
+        rows = rows[rows >= 0]
+        rows.sort()
+        return rows
+
+
+class AdjacentTable:
+    """Per parameter and value index: the nearest lower and higher value index that any valid row uses."""
+
+    def __init__(self, present: Sequence[np.ndarray], sizes: np.ndarray):
+        self.below: list[list[int]] = []
+        self.above: list[list[int]] = []
+        for col, m in zip(present, sizes):
+            x = np.arange(int(m))
+            lo = np.searchsorted(col, x, "left")
+            hi = np.searchsorted(col, x, "right")
+            self.below.append(np.where(lo > 0, col[np.maximum(lo - 1, 0)], -1).tolist())
+            self.above.append(np.where(hi < len(col), col[np.minimum(hi, len(col) - 1)], -1).tolist())
+        # the same as flat arrays (parameter k's value x at offsets[k] + x), the value itself where none
+        self.offsets = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+        own = np.concatenate([np.arange(int(m)) for m in sizes]).astype(np.int64)
+        below, above = np.array(sum(self.below, []), dtype=np.int64), np.array(sum(self.above, []), dtype=np.int64)
+        self.low = np.where(below >= 0, below, own)
+        self.high = np.where(above >= 0, above, own)
+
+    def bounds(self, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per parameter, the lowest and highest of :meth:`choices` (the box the neighbours lie in)."""
+        at = self.offsets + v
+        return self.low[at], self.high[at]
+
+    def choices(self, v: np.ndarray) -> list[list[int]]:
+        """Same as :func:`adjacent_choices`, from the precomputed tables."""
+        out = []
+        for x, below, above in zip(v.tolist(), self.below, self.above):
+            lo, hi = below[x], above[x]
+            out.append(([lo] if lo >= 0 else []) + [x] + ([hi] if hi >= 0 else []))
+        return out
+
+
+_ZEROS = np.zeros(1 << 16, dtype=np.int64)
+
+
+def strictly_adjacent_choices(sizes: np.ndarray, v: np.ndarray) -> list[list[int]]:
+    return [list(range(max(0, x - 1), min(m, x + 2))) for x, m in zip(v.tolist(), sizes.tolist())]
 
 
 def adjacent_choices(present: Sequence[np.ndarray], v: np.ndarray) -> list[np.ndarray]:

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import numbers
+import operator
 from math import prod
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, Union
 
 import numpy as np
 
 from . import neighbours as nb
-from .build import DEFAULT_CHUNK_ROWS, apply_callables, build_columns
+from .build import DEFAULT_CHUNK_ROWS, apply_callables, build_blocks
 from .errors import SearchSpaceError
 from .expressions import Restriction, compile_restriction
 
@@ -77,17 +78,19 @@ class SearchSpace:
                 callables.append(r)
             else:
                 raise SearchSpaceError(f"restriction {r!r} must be a string or a callable")
-        built = build_columns(self.names, self._tables, compiled, chunk_rows)
+        built = build_blocks(self.names, self._tables, compiled, chunk_rows)
         constrained = {q for r in compiled if len(r.names) > 1 for q in r.names}
         self._prunes = [bool(callables) or n in constrained for n in self.names]
-        columns = built.columns
         if callables:
+            columns = built.columns(self.names)
             keep = apply_callables(self.names, self._tables, columns, callables)
             columns = [c[keep] for c in columns]
             if len(columns[0]) == 0:
                 raise SearchSpaceError("the search space is empty: the callable restrictions rejected every "
                                        f"one of the {int(keep.size)} configurations left by the string restrictions")
-        self._finish(columns)
+            self._finish(columns)
+        else:
+            self._finish_blocks(built.blocks)
 
     # -- construction helpers -----------------------------------------------------
     def _init_params(self, params: Mapping[str, Sequence[Any]], constants: Mapping[str, Any] | None) -> None:
@@ -105,21 +108,93 @@ class SearchSpace:
             raise SearchSpaceError(f"constant(s) {sorted(clash)} have the same name as a parameter")
         self.sizes = np.array([len(t) for t in self._tables], dtype=np.int64)
         self.cartesian_size: int = prod(int(s) for s in self.sizes)
-        self._value_index: list[dict[Any, int]] = [{(type(v) is str, v): i for i, v in enumerate(vals)}
-                                                   for vals in self.values.values()]
-
-    def _finish(self, columns: list[np.ndarray]) -> None:
-        # Mixed-radix keys (first parameter most significant) need the Cartesian size to fit int64.
+        # Mixed-radix keys (first parameter most significant) need the Cartesian size to fit int64;
+        # checked before construction, whose int64 row arithmetic would overflow too.
         if self.cartesian_size >= 2**62:
             raise SearchSpaceError(f"Cartesian size {self.cartesian_size} is beyond 2**62; split the space")
+        self._value_index: list[dict[Any, int]] = [{(type(v) is str, v): i for i, v in enumerate(vals)}
+                                                   for vals in self.values.values()]
+        # dict -> tuple of its values in parameter order, in C (find's hot path)
+        if len(self.names) > 1:
+            self._values_of: Callable[[Mapping[str, Any]], tuple] = operator.itemgetter(*self.names)
+        else:
+            only = self.names[0]
+            self._values_of = lambda config: (config[only],)
+
+    def _finish_blocks(self, blocks: list[dict[str, np.ndarray]]) -> None:
+        """Sorted keys and index matrix of the Cartesian product of independent blocks, without crossing columns.
+
+        Each block is sorted by its share of the key and the blocks are crossed
+        most significant first, so the crossed keys come out sorted whenever
+        the blocks' parameters do not interleave in the parameter order (the
+        common case: free parameters, one constrained group); then every
+        column is a repeat/tile pattern. Otherwise the crossed keys are sorted
+        and each block's row is recovered from the sort order.
+        """
+        self._set_mult()
+        pos = {n: k for k, n in enumerate(self.names)}
+        dtype = _index_dtype(int(self.sizes.max()))
+        prepared = []  # (parameter positions, block columns as (params, rows) in the final dtype, block keys)
+        for block in blocks:
+            ks = [pos[q] for q in block]
+            bkeys = np.zeros(len(next(iter(block.values()))), dtype=np.int64)
+            for k, col in zip(ks, block.values()):
+                if self.sizes[k] > 1:
+                    bkeys += col * self._mult[k]
+            cols = np.array(list(block.values()), dtype=dtype)
+            if len(bkeys) > 1 and not bool(np.all(bkeys[1:] > bkeys[:-1])):
+                order = np.argsort(bkeys, kind="stable")
+                bkeys = bkeys[order]
+                cols = cols[:, order]
+            prepared.append((ks, cols, bkeys))
+        # crossing order: most significant varying parameter first (single-row blocks anywhere)
+        prepared.sort(key=lambda b: (1, min(b[0])) if len(b[2]) > 1 else (0, 0))
+        sizes = [len(b[2]) for b in prepared]
+        n = prod(sizes)
+        keys = prepared[0][2]
+        for _, _, bkeys in prepared[1:]:
+            keys = (keys[:, None] + bkeys[None, :]).ravel() if len(bkeys) > 1 else keys + bkeys[0]
+        order = None
+        if n > 1 and not bool(np.all(keys[1:] > keys[:-1])):
+            order = np.argsort(keys, kind="stable")
+            keys = keys[order]
+        self._keys = keys
+        columns_t = np.empty((len(self.names), n), dtype=dtype)
+        inner = n
+        for (ks, cols, _), size in zip(prepared, sizes):
+            inner //= size
+            if size == 1:
+                columns_t[ks] = cols[:, :1]
+                continue
+            if order is None:  # the block's row of sorted row i: (i // inner) % size
+                pattern = np.repeat(cols, inner, axis=1) if inner > 1 else cols
+                columns_t[ks] = np.tile(pattern, (1, n // (size * inner))) if n > size * inner else pattern
+            else:
+                local = order // inner if inner > 1 else order
+                columns_t[ks] = cols[:, local % size if n > size * inner else local]
+        self.indices = np.ascontiguousarray(columns_t.T)
+        self._reset_caches()
+
+    def _set_mult(self) -> None:
         mult = np.ones(len(self.names), dtype=np.int64)
         for k in range(len(self.names) - 2, -1, -1):
             mult[k] = mult[k + 1] * self.sizes[k + 1]
         self._mult = mult
+
+    def _reset_caches(self) -> None:
+        self._present: list[np.ndarray] | None = None
+        self._dense_rows: nb.DenseRows | None = None
+        self._row_of_tuple: dict[tuple, int] | None = None
+        self._hamming: nb.HammingPlan | None = None
+        self._adjacent: nb.AdjacentTable | None = None
+        self._columns: tuple[np.ndarray, np.ndarray] | None = None  # (varying parameters, their index columns)
+
+    def _finish(self, columns: list[np.ndarray]) -> None:
+        self._set_mult()
         n = len(columns[0])
         keys = np.zeros(n, dtype=np.int64)
-        for col, m in zip(columns, mult):
-            keys += col.astype(np.int64) * m
+        for col, m in zip(columns, self._mult):
+            keys += col.astype(np.int64, copy=False) * m
         order = np.argsort(keys, kind="stable")
         keys = keys[order]
         if n > 1 and np.any(keys[1:] == keys[:-1]):
@@ -127,12 +202,11 @@ class SearchSpace:
             order, keys = order[dedup], keys[dedup]
         self._keys = keys
         dtype = _index_dtype(int(self.sizes.max()))
-        self.indices = np.empty((len(keys), len(self.names)), dtype=dtype)
+        columns_t = np.empty((len(self.names), len(keys)), dtype=dtype)
         for k, col in enumerate(columns):
-            self.indices[:, k] = col[order]
-        self._present: list[np.ndarray] | None = None
-        self._dense_rows: nb.DenseRows | None = None
-        self._row_of_tuple: dict[tuple, int] | None = None
+            columns_t[k] = col[order]
+        self.indices = np.ascontiguousarray(columns_t.T)
+        self._reset_caches()
 
     @classmethod
     def from_configurations(cls, params: Mapping[str, Sequence[Any]] | None, configurations: Iterable[Config],
@@ -220,11 +294,16 @@ class SearchSpace:
         if self._row_of_tuple is None:
             value_cols = [np.asarray(self.values[n], dtype=object)[self.indices[:, k]].tolist()
                           for k, n in enumerate(self.names)]
-            self._row_of_tuple = {t: i for i, t in enumerate(zip(*value_cols))}
+            self._row_of_tuple = dict(zip(zip(*value_cols), range(len(self))))
         return self._row_of_tuple
 
     def find(self, config: Config) -> int:
         """Row of a configuration (dict or tuple of values), -1 when it is not valid."""
+        if type(config) is dict:  # the hot path: one C-level gather and one hash lookup
+            try:
+                return (self._row_of_tuple or self._tuple_index()).get(self._values_of(config), -1)
+            except (KeyError, TypeError):
+                return -1
         if isinstance(config, tuple):
             try:
                 return self._tuple_index().get(config, -1)
@@ -329,29 +408,59 @@ class SearchSpace:
         differs; ``index-distance``: the valid configurations at the smallest
         sum of absolute index differences. The configuration itself is excluded.
         """
-        v = self._vector(config)
+        if isinstance(config, (int, np.integer)):  # a row: its vector and key are at hand
+            self_row = int(config)
+            v = self.indices[self_row].astype(np.int64)
+            key = int(self._keys[self_row])
+        else:
+            v = self._vector(config)
+            self_row, key = None, None
         if method == "hamming":
-            return np.sort(nb.hamming(self._keys, self._mult, self.sizes, v, self._dense()))
+            if self._hamming is None:
+                self._hamming = nb.HammingPlan(self.sizes, self._mult)
+            key = int(np.dot(v, self._mult)) if key is None else key
+            return self._hamming.rows(self._keys, key, v, self._dense())
         if method == "index-distance":
             return np.sort(nb.nearest_by_index_distance(self._keys, self._mult, self.sizes, self.indices, v,
                                                         dense=self._dense(), prunes=self._prunes))
         if method == "strictly-adjacent":
-            choices = nb.strictly_adjacent_choices(self.sizes, v)
+            lo, hi = np.maximum(v - 1, 0), np.minimum(v + 1, self.sizes - 1)
         elif method == "adjacent":
-            choices = nb.adjacent_choices(self.present_values(), v)
+            if self._adjacent is None:
+                self._adjacent = nb.AdjacentTable(self.present_values(), self.sizes)
+            lo, hi = self._adjacent.bounds(v)
         else:
             raise SearchSpaceError(f"unknown neighbour method {method!r}; choose from {', '.join(NEIGHBOUR_METHODS)}")
-        rows, _ = nb.box_walk(self._keys, self._mult, choices, dense=self._dense(), prunes=self._prunes)
-        if rows is None:
-            lo = np.array([c.min() for c in choices])
-            hi = np.array([c.max() for c in choices])
-            inside = np.all((self.indices >= lo) & (self.indices <= hi), axis=1)
-            for k, c in enumerate(choices):
-                if len(c) != hi[k] - lo[k] + 1:
-                    inside &= np.isin(self.indices[:, k], c)
-            rows = np.flatnonzero(inside)
-        self_row = self.find_indices(v)
+        # The neighbours are the valid rows inside the box [lo, hi]: between the box's ends and the
+        # configuration's own value no valid row uses any value.
+        cells = len(self) * self.n_params
+        if cells <= nb.SCAN_LIMIT or (cells <= nb.SCAN_LIMIT_SPARSE and self._dense() is None):
+            # small, or sparse (no dense key table, every walk probe a binary search): one pass over the columns
+            rows = self._box_scan(lo, hi)
+        else:
+            choices = (nb.strictly_adjacent_choices(self.sizes, v) if method == "strictly-adjacent"
+                       else self._adjacent.choices(v))  # type: ignore[union-attr]
+            rows, _ = nb.box_walk(self._keys, self._mult, choices, dense=self._dense(), prunes=self._prunes)
+            if rows is None:  # the walk's frontier grew too wide: one scan instead
+                rows = self._box_scan(lo, hi)
+        if self_row is None:
+            self_row = self.find_indices(v)
         return rows[rows != self_row] if self_row >= 0 else rows
+
+    def _box_scan(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Rows with ``lo <= index <= hi`` in every parameter, by one vectorised pass over the columns."""
+        if self._columns is None:
+            varying = np.flatnonzero(self.sizes > 1)
+            self._columns = (varying, np.ascontiguousarray(self.indices[:, varying].T))
+        varying, cols = self._columns
+        if len(varying) == 0:
+            return np.arange(len(self))
+        lo, hi = lo[varying], hi[varying]
+        if cols.dtype.kind == "u":  # lo <= col <= hi as one unsigned comparison: col - lo wraps below lo
+            inside = np.less_equal(cols - lo.astype(cols.dtype)[:, None], (hi - lo).astype(cols.dtype)[:, None])
+        else:  # pragma: no cover - int64 indices need more than 2**32 values of one parameter
+            inside = (cols >= lo[:, None]) & (cols <= hi[:, None])
+        return np.flatnonzero(inside.all(axis=0) if len(varying) > 1 else inside[0])
 
     def nearest(self, vector: Sequence[int], rng: np.random.Generator | int | None = None) -> int:
         """The valid row closest to a value-index vector by index distance (itself when valid)."""
