@@ -8,6 +8,7 @@ from .base import SearchGenerator, Strategy, StrategyError
 from .registry import available_strategies, make_strategy, register, strategy_class, validate_strategy_spec
 from . import simple  # noqa: F401  (registers brute_force, random)
 from . import bayes, diff_evo, genetic, local, swarm  # noqa: F401,E401  (register by import)
+from . import tpe  # noqa: F401,E402  (registers "tpe")
 from . import shrinking_sample  # noqa: F401,E402  (registers "shrinking_sample")
 from . import profile  # noqa: F401,E402  (registers "profile"; needs a runner that can profile)
 from . import auto  # noqa: F401,E402  (after the strategies it may delegate to)

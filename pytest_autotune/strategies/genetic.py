@@ -1,0 +1,328 @@
+"""Constraint-aware genetic algorithm, and the machinery shared by the evolutionary strategies.
+
+The evolutionary strategies (``genetic`` here, ``diff_evo`` in
+:mod:`.diff_evo`, ``pso`` and ``firefly`` in :mod:`.swarm`) follow the
+constraint-aware evolutionary algorithms for GPU auto-tuning: they only ever
+evaluate valid configurations. Crossover and mutation work on value-index
+vectors; a child that breaks the restrictions is *repaired* to a random valid
+neighbour (strictly-adjacent, then adjacent, then Hamming, see
+:meth:`SearchSpace.repair`) instead of being evaluated and penalised.
+
+With ``constraint_aware=False`` each strategy behaves like its classic,
+unconstrained counterpart: the initial population is drawn uniformly from the
+full Cartesian product (uniform value indices per parameter, valid or not),
+operators never repair, and an invalid candidate is proposed as an index
+vector. The evaluator records it as an INVALID failure (it costs one
+evaluation) and answers ``None``. Inside the strategy every ``None`` (invalid
+or a failed valid configuration) counts as a static penalty worse than any
+observed value (``+inf``) for selection only; no number is ever invented for
+anyone outside the strategy.
+
+Shared rules (all in :class:`EvolutionaryStrategy`):
+
+* an evaluated configuration is never proposed again: its value is looked up
+  in :attr:`Strategy.observed` (and, for invalid vectors, in a local set);
+* there is no iteration limit: a search runs until the evaluator stops it
+  (budget spent or space exhausted); a population that stops producing new
+  configurations is re-seeded with unevaluated ones;
+* population sizes default to ``None`` = scaled to the evaluation budget
+  (see each strategy's docstring for the rule and the evidence behind it).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Generator, Sequence, Union
+
+import numpy as np
+
+from .base import SearchGenerator, Strategy, check
+from .registry import register
+
+PENALTY = math.inf  # selection fitness of a failed or invalid candidate: worse than any observed value
+
+Candidate = Union[int, np.ndarray]  # a valid row, or (unaware only) a value-index vector that may be invalid
+EvalGen = Generator[object, Union[float, None], Union[float, None]]
+
+
+def check_population(value: object, field: str, minimum: int) -> None:
+    """``None`` (scale to the budget) or an int >= ``minimum``."""
+    check(value is None or (isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+                            and value >= minimum), field, f"must be None (scale to the budget) or an integer >= {minimum}")
+
+
+def check_number(value: object, field: str, lo: float, hi: float, lo_open: bool = False, hi_open: bool = False) -> None:
+    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) and math.isfinite(value)
+    if ok:
+        ok = (value > lo if lo_open else value >= lo) and (value < hi if hi_open else value <= hi)
+    lb = "(" if lo_open else "["
+    rb = ")" if hi_open else "]"
+    check(ok, field, f"must be a number in {lb}{lo}, {hi}{rb}, got {value!r}")
+
+
+def check_bool(value: object, field: str) -> None:
+    check(isinstance(value, (bool, np.bool_)), field, f"must be true or false, got {value!r}")
+
+
+def check_choice(value: object, field: str, choices: Sequence[str]) -> None:
+    check(value in choices, field, f"must be one of {', '.join(map(repr, choices))}, got {value!r}")
+
+
+def scaled_population(budget: int, factor: float, lo: int, hi: int) -> int:
+    """Population size ``factor * sqrt(budget)`` clipped to ``[lo, hi]``."""
+    return int(min(hi, max(lo, round(factor * math.sqrt(max(budget, 1))))))
+
+
+class EvolutionaryStrategy(Strategy):
+    """Base class: memoised evaluation of rows and (unaware) invalid vectors, fitness, sampling.
+
+    Subclasses use ``value = yield from self.evaluate(candidate)``; it only
+    yields when the candidate is new, so nothing evaluated is proposed twice.
+    ``self.fresh`` counts new evaluations (for stall detection).
+    """
+
+    def _init_state(self) -> None:
+        self.fresh = 0
+        self._invalid_seen: set[tuple[int, ...]] = set()
+        self._sizes = np.asarray(self.space.sizes, dtype=np.int64)
+
+    # -- evaluation ---------------------------------------------------------------------
+    def canonical(self, candidate: Candidate) -> Candidate:
+        """A valid vector becomes its row; rows and invalid vectors pass through."""
+        if isinstance(candidate, (int, np.integer)):
+            return int(candidate)
+        vec = np.clip(np.asarray(candidate, dtype=np.int64), 0, self._sizes - 1)
+        row = self.space.find_indices(vec)
+        return row if row >= 0 else vec
+
+    def key(self, candidate: Candidate) -> int | tuple[int, ...]:
+        c = self.canonical(candidate)
+        return c if isinstance(c, int) else tuple(int(x) for x in c)
+
+    def is_evaluated(self, candidate: Candidate) -> bool:
+        c = self.canonical(candidate)
+        if isinstance(c, int):
+            return c in self.observed
+        return tuple(int(x) for x in c) in self._invalid_seen
+
+    def evaluate(self, candidate: Candidate) -> EvalGen:
+        """Value of a candidate (``None`` = failed/invalid); proposes it only if never evaluated."""
+        c = self.canonical(candidate)
+        if isinstance(c, int):
+            if c in self.observed:
+                return self.observed[c]
+            value = yield c
+            self.fresh += 1
+            return value
+        k = tuple(int(x) for x in c)
+        if k in self._invalid_seen:
+            return None
+        self._invalid_seen.add(k)
+        yield c
+        self.fresh += 1
+        return None
+
+    @staticmethod
+    def fitness(value: float | None) -> float:
+        return PENALTY if value is None else float(value)
+
+    def exhausted(self) -> bool:
+        return len(self.observed) >= len(self.space)
+
+    # -- vectors ----------------------------------------------------------------------------
+    def vector(self, candidate: Candidate) -> np.ndarray:
+        """Value-index vector (int64) of a row or vector."""
+        if isinstance(candidate, (int, np.integer)):
+            return self.space.indices[int(candidate)].astype(np.int64)
+        return np.asarray(candidate, dtype=np.int64)
+
+    def random_vectors(self, k: int) -> np.ndarray:
+        """``k`` uniform value-index vectors of the full Cartesian product (valid or not)."""
+        return (self.rng.random((k, len(self._sizes))) * self._sizes).astype(np.int64)
+
+    def fresh_candidates(self, k: int, aware: bool) -> list[Candidate]:
+        """Up to ``k`` distinct never-evaluated candidates: valid rows (aware) or Cartesian vectors (unaware)."""
+        if aware:
+            return list(self.random_unevaluated(k))
+        out: list[Candidate] = []
+        keys: set = set()
+        for _ in range(50):
+            for v in self.random_vectors(2 * (k - len(out)) + 4):
+                c = self.canonical(v)
+                kk = self.key(c)
+                if kk in keys or self.is_evaluated(c):
+                    continue
+                keys.add(kk)
+                out.append(c)
+                if len(out) == k:
+                    return out
+        # nearly everything seen: fall back on unevaluated valid rows
+        return out + [r for r in self.random_unevaluated(k - len(out)) if r not in keys]
+
+    def hamming_mutation(self, candidate: Candidate, aware: bool, prefer_new: bool = False) -> Candidate | None:
+        """A random neighbour differing in one parameter.
+
+        Aware: a random valid Hamming neighbour (``None`` when there is none;
+        with ``prefer_new`` only unevaluated ones). Unaware: one random
+        parameter (with more than one value) set to another random value.
+        """
+        if aware:
+            rows = self.space.neighbours(int(candidate), "hamming")
+            if prefer_new:
+                rows = np.array([r for r in rows.tolist() if r not in self.observed], dtype=np.int64)
+            if len(rows) == 0:
+                return None
+            return int(rows[self.rng.integers(len(rows))])
+        v = self.vector(candidate).copy()
+        free = np.flatnonzero(self._sizes > 1)
+        if len(free) == 0:
+            return None
+        for _ in range(8 if prefer_new else 1):
+            w = v.copy()
+            p = int(free[self.rng.integers(len(free))])
+            new = int(self.rng.integers(self._sizes[p] - 1))
+            w[p] = new + (new >= v[p])
+            c = self.canonical(w)
+            if not prefer_new or not self.is_evaluated(c):
+                return c
+        return None
+
+
+# -- crossover operators on index vectors --------------------------------------------------------
+def single_point(a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    pos = int(rng.integers(1, len(a))) if len(a) > 1 else 0
+    return np.concatenate([a[:pos], b[pos:]]), np.concatenate([b[:pos], a[pos:]])
+
+
+def two_point(a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    if len(a) < 3:
+        return single_point(a, b, rng)
+    p1, p2 = np.sort(rng.choice(np.arange(1, len(a)), size=2, replace=False))
+    c1, c2 = a.copy(), b.copy()
+    c1[p1:p2], c2[p1:p2] = b[p1:p2], a[p1:p2]
+    return c1, c2
+
+
+def uniform(a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    mask = rng.random(len(a)) < 0.5
+    return np.where(mask, a, b), np.where(mask, b, a)
+
+
+CROSSOVERS = {"single_point": single_point, "two_point": two_point, "uniform": uniform}
+
+
+@register
+class GeneticAlgorithm(EvolutionaryStrategy):
+    """Constraint-aware genetic algorithm (rank selection, crossover, Hamming mutation, repair).
+
+    Each generation breeds ``population_size`` new children: two distinct
+    parents are drawn by rank from the current population (the rank index is
+    ``floor(P * Beta(1, selection_pressure))``, so the best individuals are
+    drawn most), crossed over (``crossover``), repaired to a valid neighbour
+    when aware, and mutated with probability ``mutation_rate`` to a random
+    valid Hamming neighbour. A child that was evaluated before (or is already
+    in the brood) is mutated again towards an unevaluated Hamming neighbour,
+    and as a last resort replaced by a random unevaluated configuration: every
+    child costs one new evaluation and nothing is re-proposed. The next
+    population keeps the ``elitism`` best of the old one and fills up with the
+    best children. There is no generation limit; the search runs until the
+    budget is spent.
+
+    Defaults (see the module docs of the benchmark for the evidence):
+    ``population_size=None`` scales to the budget B as ``round(1.5 sqrt(B))``
+    clipped to [6, 40].
+    """
+
+    name = "genetic"
+
+    @dataclass
+    class Hyperparameters:
+        population_size: int | None = None  # None: round(pop_factor * sqrt(budget)) clipped to [6, 40]
+        pop_factor: float = 1.5
+        crossover: str = "uniform"  # single_point, two_point or uniform
+        mutation_rate: float = 0.3  # chance that a child gets a Hamming mutation
+        selection_pressure: float = 2.5  # beta of the Beta(1, beta) rank distribution (> 1: favour the best)
+        elitism: int = 2  # best individuals carried over to the next generation unchanged
+        constraint_aware: bool = True
+
+        def validate(self) -> None:
+            check_population(self.population_size, "population_size", 2)
+            check_number(self.pop_factor, "pop_factor", 0.0, 100.0, lo_open=True)
+            check_choice(self.crossover, "crossover", tuple(CROSSOVERS))
+            check_number(self.mutation_rate, "mutation_rate", 0.0, 1.0)
+            check_number(self.selection_pressure, "selection_pressure", 0.0, 100.0, lo_open=True)
+            check(isinstance(self.elitism, (int, np.integer)) and not isinstance(self.elitism, bool)
+                  and self.elitism >= 0, "elitism", f"must be an integer >= 0, got {self.elitism!r}")
+            check_bool(self.constraint_aware, "constraint_aware")
+
+    def population_size(self) -> int:
+        if self.hp.population_size is not None:
+            return int(self.hp.population_size)
+        return scaled_population(self.budget, self.hp.pop_factor, 6, 40)
+
+    def rank_index(self, n: int) -> int:
+        return min(n - 1, int(self.rng.beta(1.0, self.hp.selection_pressure) * n))
+
+    def search(self) -> SearchGenerator:
+        self._init_state()
+        hp = self.hp
+        aware = bool(hp.constraint_aware)
+        size = min(self.population_size(), len(self.space))
+        cross = CROSSOVERS[hp.crossover]
+
+        # initial population: random valid rows (aware) or uniform Cartesian vectors (unaware)
+        population: list[tuple[float, Candidate]] = []
+        for c in self.fresh_candidates(size, aware):
+            value = yield from self.evaluate(c)
+            population.append((self.fitness(value), c))
+
+        while not self.exhausted():
+            # rank: best first, ties broken at random
+            order = sorted(range(len(population)), key=lambda i: (population[i][0], self.rng.random()))
+            ranked = [population[i] for i in order]
+            children: list[tuple[float, Candidate]] = []
+            keys: set = set()
+            # children are bred one at a time and evaluated as soon as they exist (bounded compute per step)
+            for c in self._breed(ranked, size, keys, aware, cross):
+                value = yield from self.evaluate(c)
+                children.append((self.fitness(value), c))
+            if not children:
+                return
+            # the elite of the old generation competes with the children for a place
+            pool = ranked[: min(hp.elitism, size)] + children
+            pool.sort(key=lambda fc: fc[0])
+            population = pool[:size]
+
+    def _breed(self, ranked: list[tuple[float, Candidate]], size: int, keys: set, aware: bool,
+               cross) -> Generator[Candidate, None, None]:
+        """Up to ``size`` distinct, never-evaluated children of ``ranked`` (best first)."""
+        hp = self.hp
+        made = attempts = 0
+        pending: list[Candidate] = []
+        while made < size and attempts < 20 * size:
+            if not pending:
+                attempts += 1
+                i = self.rank_index(len(ranked))
+                j = self.rank_index(len(ranked))
+                if len(ranked) > 1:
+                    while j == i:
+                        j = self.rank_index(len(ranked))
+                pending = list(cross(self.vector(ranked[i][1]), self.vector(ranked[j][1]), self.rng))
+            child = pending.pop(0)
+            c: Candidate | None = self.space.repair(child, self.rng) if aware else self.canonical(child)
+            if self.rng.random() < hp.mutation_rate:
+                m = self.hamming_mutation(c, aware)
+                c = c if m is None else m
+            if self.key(c) in keys or self.is_evaluated(c):
+                c = self.hamming_mutation(c, aware, prefer_new=True)
+                if c is None or self.key(c) in keys:
+                    continue
+            keys.add(self.key(c))
+            made += 1
+            yield c
+        if made < size:  # converged: re-seed with unevaluated configurations
+            for c in self.fresh_candidates(size - made + 4, aware):
+                if self.key(c) not in keys and not self.is_evaluated(c) and made < size:
+                    keys.add(self.key(c))
+                    made += 1
+                    yield c
