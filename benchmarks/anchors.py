@@ -45,15 +45,22 @@ Kernel Tuner
 
 Optuna
     Optuna's default sampler (TPE, default settings, seeded) used as a typical
-    user would: one ``suggest_categorical`` per parameter over its values, the
-    suggested configuration is evaluated even when it violates the
-    restrictions; a restricted or failed configuration costs an evaluation and
-    its trial is told ``FAIL`` (a typical objective raises or returns nothing
-    for a failed kernel). It runs as a :class:`Strategy` through our
-    :class:`~pytest_autotune.evaluator.Evaluator`, so memoisation, the budget
-    and the compute-time measurement are the same as for our strategies
-    (asking again for an evaluated configuration is free and tells the cached
-    outcome).
+    user would: one ``suggest_categorical`` per parameter over its values and
+    ``study.optimize(objective, n_trials=B)``. Every trial costs one
+    evaluation of the budget: a configuration that violates the restrictions
+    or fails costs one (its trial is told ``FAIL``: a typical objective raises
+    or returns nothing for a failed kernel), and so does a trial that repeats
+    an evaluated configuration (answered from a memo, told the same outcome,
+    but the trial is spent: ``n_trials`` counts it). The scored sequence is the
+    unique configurations in first-evaluation order, so a run with repeats
+    has fewer than B of them and keeps its last best value (the metric's
+    rule). Hyperparameters (``optuna:tpe:repeats=free``): ``repeats="free"``
+    drives the sampler through our :class:`~pytest_autotune.evaluator.Evaluator`
+    instead, where a repeat is free and the run goes on to B unique
+    evaluations (or until the evaluator stops it as stalled after 10,000
+    repeats in a row; slow, as every repeat is a full TPE step on a growing
+    study); ``failed="inf"`` tells a failed trial ``inf`` instead of ``FAIL``.
+    Compute per step: the time of ``ask`` + the suggestions + ``tell``.
 """
 from __future__ import annotations
 
@@ -290,9 +297,11 @@ class OptunaTPE(Strategy):
     @dataclass
     class Hyperparameters:
         failed: str = "fail"  # how a failed/restricted trial is told: "fail" (TrialState.FAIL) or "inf"
+        repeats: str = "cost"  # a trial repeating an evaluated configuration: "cost" (n_trials = B) or "free"
 
         def validate(self) -> None:
             check(self.failed in ("fail", "inf"), "failed", "must be 'fail' or 'inf'")
+            check(self.repeats in ("cost", "free"), "repeats", "must be 'cost' or 'free'")
 
     def search(self) -> SearchGenerator:
         import optuna
@@ -322,6 +331,55 @@ class OptunaTPE(Strategy):
                         study.tell(trial, state=TrialState.FAIL)
                 else:
                     study.tell(trial, float(value))
+
+
+@dataclass
+class TrialRun:
+    """A run where every proposal costs one evaluation: unique proposals in first-evaluation order."""
+
+    seq: list  # row, or value-index list for a configuration outside the space
+    values: list  # outcome per unique proposal (None: failed or restricted)
+    step_seconds: list  # the strategy's compute per proposal
+    repeats: int = 0
+
+
+def drive_counting_repeats(strategy: Strategy, outcome: Any, n_trials: int) -> TrialRun:
+    """Drive ``strategy`` for ``n_trials`` proposals, each costing one evaluation, repeats included.
+
+    ``outcome(row)`` is the recorded value of a valid row or ``None``; a
+    value-index vector outside the space is a restricted configuration
+    (``None``). A repeated proposal is answered from the memo.
+    """
+    space = strategy.space
+    gen = strategy.run(n_trials)
+    seen: dict[Any, float | None] = {}
+    out = TrialRun([], [], [])
+    value: float | None = None
+    try:
+        for i in range(n_trials):
+            t0 = time.perf_counter()
+            try:
+                proposal = next(gen) if i == 0 else gen.send(value)
+            except StopIteration:
+                break
+            out.step_seconds.append(time.perf_counter() - t0)
+            if isinstance(proposal, (int, np.integer)):
+                key: Any = int(proposal)
+            else:
+                vec = np.asarray(proposal, dtype=np.int64)
+                row = space.find_indices(vec)
+                key = row if row >= 0 else tuple(int(x) for x in vec)
+            if key in seen:
+                out.repeats += 1
+                value = seen[key]
+                continue
+            value = outcome(key) if isinstance(key, int) else None
+            seen[key] = value
+            out.seq.append(key if isinstance(key, int) else list(key))
+            out.values.append(value)
+    finally:
+        gen.close()
+    return out
 
 
 def quiet_optuna() -> None:

@@ -102,7 +102,7 @@ from pytest_autotune.strategies.base import StrategyError  # noqa: E402
 
 DEFAULT_SPACES = _ROOT.parent / "shared" / "data" / "spaces"
 DEFAULT_ANCHOR_CACHE = _ROOT / "benchmarks" / "results" / "anchor_cache.jsonl"
-ANCHOR_CACHE_VERSION = "1"
+ANCHOR_CACHE_VERSION = {"kernel_tuner": "1", "optuna": "2"}  # bump a kind's version when its protocol changes
 MEASURED_FORMATS = ("t4", "kerneltuner")  # the 13 scored spaces; KTT files are reported in "all"
 GROUPS = ("measured", "all")
 
@@ -366,7 +366,18 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
     try:
         rec, stats = _stats(task["path"])
         budget = int(task["budget"])
-        if spec.kind in ("ours", "optuna"):
+        if spec.kind == "optuna" and spec.hyperparameters.get("repeats", "cost") == "cost":
+            strategy = anchors.OptunaTPE(rec.space, seed=task["seed"], **spec.hyperparameters)
+
+            def outcome(row: int) -> float | None:
+                return None if rec.failures[row] is not None else float(rec.times[row])
+
+            trial_run = anchors.drive_counting_repeats(strategy, outcome, budget)
+            seq, values = trial_run.seq, trial_run.values
+            compute = _compute(trial_run.step_seconds)
+            compute["how"] = "ask + suggestions + tell per trial (perf_counter)"
+            out["stop_reason"] = f"{budget} trials, {trial_run.repeats} repeated an evaluated configuration"
+        elif spec.kind in ("ours", "optuna"):
             if spec.kind == "ours":
                 strategy = make_strategy({"name": spec.name, **spec.hyperparameters}, rec.space, seed=task["seed"])
                 if getattr(strategy, "requires_profiling", False):
@@ -427,7 +438,7 @@ def _worker_init(limit_threads: bool) -> None:
 
 def anchor_key(space: SpaceInfo, spec: StrategySpec, seed: int, budget: int) -> str:
     lib = {"kernel_tuner": anchors.kernel_tuner_version(), "optuna": anchors.optuna_version()}.get(spec.kind)
-    return "|".join([ANCHOR_CACHE_VERSION, space.fingerprint[:16], spec.label, str(seed), str(budget), str(lib)])
+    return "|".join([ANCHOR_CACHE_VERSION[spec.kind], space.fingerprint[:16], spec.label, str(seed), str(budget), str(lib)])
 
 
 class AnchorCache:
