@@ -496,3 +496,21 @@ def test_large_random_space_matches_reference(seed):
     for chunk in (1 << 22, 7):
         space = SearchSpace(params, restrictions, chunk_rows=chunk)
         np.testing.assert_array_equal(space.indices.astype(np.int64), ref.valid)
+
+
+def test_lhs_gives_every_value_an_equal_share_end_values_included():
+    """Rounding [0,1] to value indices gives the first and last value half a share; the design must not."""
+    space = SearchSpace({"a": [0, 1, 2], "b": [10, 20, 30, 40], "c": list(range(5)), "d": list(range(7)),
+                         "e": list(range(11)), "f": list(range(13))})  # large: few duplicate points
+    k = 60
+    for seed in range(5):
+        rows = space.lhs_sample(k, seed, maximin=False)
+        counts = [np.bincount(space.indices[rows, j], minlength=s) for j, s in enumerate(space.sizes)]
+        assert counts[0].min() >= 18 and counts[0].max() <= 22, counts[0]  # 20 each (rounding gave 15/30/15)
+        assert counts[1].min() >= 13 and counts[1].max() <= 17, counts[1]  # 15 each (rounding: 10/20/20/10)
+        for c in counts:
+            assert c.max() - c.min() <= 4, counts
+    # bin_indices: each value owns an equal share of [0, 1]
+    pts = (np.arange(12)[:, None] + 0.5) / 12 * np.ones((1, 6))
+    np.testing.assert_array_equal(np.bincount(space.bin_indices(pts)[:, 0], minlength=3), [4, 4, 4])
+    np.testing.assert_array_equal(space.bin_indices(np.ones((1, 6))), [[2, 3, 4, 6, 10, 12]])

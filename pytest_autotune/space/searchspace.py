@@ -346,9 +346,11 @@ class SearchSpace:
         """Latin-hypercube sample of ``k`` distinct valid rows.
 
         Each dimension of [0,1]^d is cut into ``k`` strata, one point per
-        stratum; points snap to the nearest valid configuration (duplicates
-        replaced by random unsampled rows). With ``maximin`` the best of
-        ``candidates`` designs by smallest pairwise distance is kept.
+        stratum; every value of a parameter owns an equal share of [0,1]
+        (:meth:`bin_indices`), so each value is drawn equally often, end
+        values included; points snap to the nearest valid configuration
+        (duplicates replaced by random unsampled rows). With ``maximin`` the
+        best of ``candidates`` designs by smallest pairwise distance is kept.
         """
         rng = np.random.default_rng(rng)
         k = min(int(k), len(self))
@@ -358,7 +360,7 @@ class SearchSpace:
         for _ in range(candidates if maximin else 1):
             strata = np.stack([rng.permutation(k) for _ in range(self.n_params)], axis=1)
             points = (strata + rng.random((k, self.n_params))) / k
-            rows = self._distinct(self.decode(points, rng), k, rng)
+            rows = self._distinct(self._snap(self.bin_indices(points), rng), k, rng)
             if not maximin:
                 return rows
             x = self.encode(rows)
@@ -506,9 +508,23 @@ class SearchSpace:
 
     def decode(self, points: np.ndarray, rng: np.random.Generator | int | None = None) -> np.ndarray:
         """Rows for points of [0,1]^d: round to the nearest value indices, then the nearest valid row."""
-        rng = np.random.default_rng(rng)
         points = np.clip(np.atleast_2d(np.asarray(points, dtype=np.float64)), 0.0, 1.0)
-        v = np.rint(points * (self.sizes - 1)).astype(np.int64)
+        return self._snap(np.rint(points * (self.sizes - 1)).astype(np.int64), rng)
+
+    def bin_indices(self, points: np.ndarray) -> np.ndarray:
+        """Value indices for points of [0,1]^d where every value owns an equal share of [0,1].
+
+        Sampling designs (Latin hypercube) use this instead of :meth:`decode`'s
+        rounding, which gives the first and last value half the share of the
+        others and so under-samples end values (often where the optimum is:
+        the largest tile, the smallest block).
+        """
+        points = np.clip(np.atleast_2d(np.asarray(points, dtype=np.float64)), 0.0, 1.0)
+        return np.minimum((points * self.sizes).astype(np.int64), self.sizes - 1)
+
+    def _snap(self, v: np.ndarray, rng: np.random.Generator | int | None = None) -> np.ndarray:
+        """Rows of value-index vectors, the nearest valid row where one is not in the space."""
+        rng = np.random.default_rng(rng)
         rows = self.rows_of(v)
         for i in np.flatnonzero(rows < 0):
             rows[i] = self.nearest(v[i], rng)

@@ -427,11 +427,15 @@ class BayesianOptimization(Strategy):
             return np.zeros(0, dtype=np.int64)
         perm = self.rng.permutation(n)  # rows in random order: ties between equidistant rows break randomly
         X = self.gp.X[perm]
+        sizes = self.space.sizes[self.space.sizes > 1].astype(np.float64)
+        if len(sizes) != d:  # no varying parameter: one constant column
+            sizes = np.ones(d)
         x2 = np.einsum("ij,ij->i", X, X)
         best, best_score = None, -1.0
         for _ in range(designs):
             strata = np.stack([self.rng.permutation(k) for _ in range(d)], axis=1)
             points = (strata + self.rng.random((k, d))) / k
+            points = np.minimum(np.floor(points * sizes), sizes - 1) / np.maximum(sizes - 1, 1)  # values share [0,1] equally
             d2 = x2[None, :] - 2.0 * (points @ X.T)  # + |p|^2, constant per point
             rows = np.argmin(d2, axis=1)
             used: set[int] = set()
