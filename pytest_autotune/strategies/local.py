@@ -349,6 +349,17 @@ class SimulatedAnnealing(_LocalSearch):
     ``t_start`` (default 0.1) and ``t_end`` (default 0.01) on the relative
     cost scale (at T = 0.1 a 10% worse neighbour is accepted with probability
     1/e); ``restart_after`` (default 0.2 of the budget; 0 = only when stuck).
+
+    ``guide`` (default off; ``auto`` turns it on) steers the walk with a model of
+    every observation: a Tree-structured Parzen Estimator (:class:`~.tpe.TPE`,
+    multivariate, categorical kernels: ``bandwidth=0``). With probability
+    ``guide_probability`` (default 0.5) a step proposes the unevaluated
+    neighbour with the highest ``l(x) / g(x)`` instead of a random one; the
+    acceptance rule, the restarts and the cooling stay as they are. The model
+    learns which parameter values go with fast configurations across the
+    whole walk, which a random neighbour choice ignores; the random half of
+    the steps keeps the walk from following a misled model. Benchmark
+    (10 seeds, 15 spaces): see the ``auto`` module.
     """
 
     name = "simulated_annealing"
@@ -360,9 +371,14 @@ class SimulatedAnnealing(_LocalSearch):
         t_end: float = 0.01
         restart_after: float = 0.2
         start_samples: int = 20
+        guide: bool = False
+        guide_probability: float = 0.5
 
         def validate(self) -> None:
             _check_neighbour(self.neighbour)
+            check(isinstance(self.guide, (bool, np.bool_)), "guide", f"must be true or false, got {self.guide!r}")
+            check(_is_real(self.guide_probability) and 0 <= self.guide_probability <= 1, "guide_probability",
+                  f"must be a probability in [0, 1], got {self.guide_probability!r}")
             check(_is_real(self.t_start) and math.isfinite(self.t_start) and self.t_start > 0, "t_start",
                   f"must be a positive number, got {self.t_start!r}")
             check(_is_real(self.t_end) and math.isfinite(self.t_end) and 0 < self.t_end <= self.t_start, "t_end",
@@ -386,6 +402,34 @@ class SimulatedAnnealing(_LocalSearch):
 
     def search(self) -> SearchGenerator:
         self._setup(self.hp.neighbour)
+        self._model = None
+        if not self.hp.guide:
+            return (yield from self._anneal())
+        from .tpe import TPE  # the guide's model
+
+        self._model = TPE(self.space, seed=None if self.seed is None else self.seed + 7919, bandwidth=0.0)
+        self._model.observed = self.observed
+        self._model.start_model()
+        walk = self._anneal()
+        try:
+            proposal = next(walk)
+            while True:
+                value = yield proposal
+                self._model.observe(int(proposal), value)
+                proposal = walk.send(value)
+        except StopIteration:
+            return
+
+    def _next_neighbour(self, todo: list[int]) -> int:
+        """A random unevaluated neighbour, or (guided, with ``guide_probability``) the model's favourite."""
+        if self._model is not None and self.rng.random() < self.hp.guide_probability:
+            score = self._model.log_ratio(np.asarray(todo, dtype=np.int64))
+            if score is not None:
+                top = np.flatnonzero(score >= score.max() - 1e-12)
+                return todo[int(top[0] if len(top) == 1 else self.rng.choice(top))]
+        return todo[int(self.rng.integers(len(todo)))]
+
+    def _anneal(self) -> SearchGenerator:
         patience = int(math.ceil(self.hp.restart_after * self.budget)) if self.hp.restart_after > 0 else 0
         state = yield from self._fresh_start(self.hp.start_samples)
         if state is None:
@@ -409,7 +453,7 @@ class SimulatedAnnealing(_LocalSearch):
                 if cur_v < best_v:
                     best_v, best_at = cur_v, len(self.observed)
                 continue
-            n = todo[int(self.rng.integers(len(todo)))]
+            n = self._next_neighbour(todo)
             v = yield n
             if v is not None and v < best_v:
                 best_v, best_at = v, len(self.observed)

@@ -314,6 +314,47 @@ class TPE(Strategy):
             log_r += (np.log(lk) - np.log(gk))[self._pool_x[:, k]]
         return log_l, log_r
 
+    # -- a model for other strategies ---------------------------------------------------------------------------
+    def start_model(self) -> None:
+        """Use this TPE only as a model (no search of its own): feed it with :meth:`observe`, ask :meth:`log_ratio`."""
+        self._setup()
+        if not self._full:  # no candidate pool to maintain: log_ratio computes the rows it is asked about
+            d = len(self._active)
+            self._pool_rows, self._pool_x = np.empty(0, dtype=np.int64), np.empty((0, d), dtype=np.int64)
+            self._pool_done, self._s_all, self._pool_pos = np.zeros(0, dtype=bool), np.zeros(0), {}
+
+    def observe(self, row: int, value: float | None) -> None:
+        """Record an evaluation made by someone else (``None``: failed)."""
+        self._observe(int(row), value)
+
+    def log_ratio(self, rows: np.ndarray) -> np.ndarray | None:
+        """``log l(x) - log g(x)`` of the given rows (higher is more promising); None before any success.
+
+        On the full candidate pool this reads the incrementally maintained
+        scores; on larger spaces (multivariate model) the kernels of the rows
+        against every modelled observation are summed directly, in chunks.
+        """
+        good = self._good_set()
+        if len(good) == 0:
+            return None
+        rows = np.asarray(rows, dtype=np.int64)
+        if self._full:
+            return self._scores(good)[1][rows]
+        if not self.hp.multivariate:
+            raise NotImplementedError("log_ratio on a pooled space needs the multivariate model")
+        hp = self.hp
+        x = np.ascontiguousarray(self.space.indices[rows][:, self._active], dtype=np.int64)
+        modelled = [i for i in range(self._n_obs) if self._modelled(i)]
+        s_all = np.zeros(len(rows))
+        for start in range(0, len(modelled), 256):
+            part = modelled[start:start + 256]
+            s_all += np.exp(np.minimum(self._log_kernel(x, self._obs_x[part]), _LOG_CLIP)).sum(axis=1)
+        s_good = np.exp(np.minimum(self._log_kernel(x, self._obs_x[good]), _LOG_CLIP)).sum(axis=1)
+        s_bad = np.maximum(s_all - s_good, 0.0)
+        pw = float(hp.prior_weight)
+        n_bad = len(modelled) - len(good)
+        return np.log((pw + s_good) / (pw + len(good))) - np.log((pw + s_bad) / (pw + n_bad))
+
     def _temperature(self) -> float:
         return self.hp.temperature
 
