@@ -71,6 +71,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures as cf
 import contextlib
+import gc
 import hashlib
 import importlib
 import json
@@ -350,11 +351,16 @@ def requires_profiling(spec: StrategySpec) -> bool:
     return bool(getattr(strategy_class(spec.name), "requires_profiling", False))
 
 
-def _compute(seconds: Sequence[float]) -> dict[str, Any]:
+def _compute(seconds: Sequence[float], cpu_seconds: Sequence[float] | None = None) -> dict[str, Any]:
+    """Per-step compute: wall time, and (ours) the strategy thread's CPU time, which preemption does not inflate."""
     ms = np.asarray(seconds, dtype=float) * 1e3
     if len(ms) == 0:
         return {"mean_ms": None, "max_ms": None, "steps": 0, "sum_ms": 0.0}
-    return {"mean_ms": float(ms.mean()), "max_ms": float(ms.max()), "steps": int(len(ms)), "sum_ms": float(ms.sum())}
+    out = {"mean_ms": float(ms.mean()), "max_ms": float(ms.max()), "steps": int(len(ms)), "sum_ms": float(ms.sum())}
+    if cpu_seconds:
+        cpu = np.asarray(cpu_seconds, dtype=float) * 1e3
+        out.update(cpu_mean_ms=float(cpu.mean()), cpu_max_ms=float(cpu.max()))
+    return out
 
 
 def run_one(task: dict[str, Any]) -> dict[str, Any]:
@@ -393,8 +399,8 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
                 else:
                     seq.append([int(i) for i in rec.space.value_indices(r.params)])
                 values.append(r.value)
-            compute = _compute(history.strategy_seconds)
-            compute["how"] = "SearchHistory.strategy_seconds (per proposal)"
+            compute = _compute(history.strategy_seconds, history.strategy_cpu_seconds)
+            compute["how"] = "SearchHistory.strategy_seconds (wall) and strategy_cpu_seconds (thread CPU), per proposal"
             out["stop_reason"] = history.stop_reason
         elif spec.kind == "kernel_tuner":
             kt = _KT_SPACES.get(task["path"])
@@ -425,6 +431,7 @@ _THREAD_LIMITS: list[Any] = []
 
 def _worker_init(limit_threads: bool) -> None:
     anchors.quiet_optuna()
+    gc.freeze()  # what the worker inherited or loaded so far is long-lived (see the in-process loop in main)
     if limit_threads:  # two processes on two cores: no BLAS/OpenMP oversubscription inside each
         with contextlib.suppress(Exception):
             from threadpoolctl import threadpool_limits
@@ -527,11 +534,13 @@ def summarise(spaces: Sequence[SpaceInfo], specs: Sequence[StrategySpec], runs: 
             steps = sum(r["compute"]["steps"] for r in rs)
             total = sum(r["compute"]["sum_ms"] for r in rs)
             maxes = [r["compute"]["max_ms"] for r in rs if r["compute"]["max_ms"] is not None]
+            cpu_maxes = [r["compute"]["cpu_max_ms"] for r in rs if r["compute"].get("cpu_max_ms") is not None]
             entry = {"scores": scores, "seeds": [r["seed"] for r in rs], "mean": mean, "std": std, "se": se,
                      "budget": sp.budget, "N": sp.n_configs, "optimum": sp.optimum,
                      "evaluations": [r["evaluations"] for r in rs],
                      "stop_reasons": dict(Counter(str(r.get("stop_reason", "")) for r in rs)),
                      "compute": {"mean_ms": total / steps if steps else None, "max_ms": max(maxes) if maxes else None,
+                                 "cpu_max_ms": max(cpu_maxes) if cpu_maxes else None,
                                  "how": rs[0]["compute"].get("how")},
                      "wall_s": sum(r["wall_s"] for r in rs), "cpu_s": _total_cpu(rs),
                      "cached_runs": sum(1 for r in rs if r.get("cached"))}
@@ -577,6 +586,8 @@ def summarise(spaces: Sequence[SpaceInfo], specs: Sequence[StrategySpec], runs: 
         steps = total = 0.0
         mx: float | None = None
         gemm_max: float | None = None
+        cpu_mx: float | None = None
+        gemm_cpu_max: float | None = None
         how = None
         for sp in spaces:
             e = results[sp.name].get(spec.label)
@@ -591,18 +602,26 @@ def summarise(spaces: Sequence[SpaceInfo], specs: Sequence[StrategySpec], runs: 
                 mx = m if mx is None else max(mx, m)
                 if sp.name.lower().startswith("gemm"):
                     gemm_max = m if gemm_max is None else max(gemm_max, m)
+            c = e["compute"].get("cpu_max_ms")
+            if c is not None:
+                cpu_mx = c if cpu_mx is None else max(cpu_mx, c)
+                if sp.name.lower().startswith("gemm"):
+                    gemm_cpu_max = c if gemm_cpu_max is None else max(gemm_cpu_max, c)
         mine = [r for sp in spaces for r in runs.get((sp.name, spec.label), []) if "error" not in r]
         wall = sum(r["wall_s"] for r in mine)
         cpu = _total_cpu(mine)
         compute[spec.label] = {"mean_ms": total / steps if steps else None, "max_ms": mx, "gemm_max_ms": gemm_max,
-                               "gemm_under_50ms": None if gemm_max is None else gemm_max < 50.0, "how": how,
+                               "gemm_under_50ms": None if gemm_max is None else gemm_max < 50.0,
+                               "cpu_max_ms": cpu_mx, "gemm_cpu_max_ms": gemm_cpu_max,
+                               "gemm_cpu_under_50ms": None if gemm_cpu_max is None else gemm_cpu_max < 50.0, "how": how,
                                "run_wall_s": wall, "run_cpu_s": cpu}
 
     return {"results": results, "aggregate": aggregate, "compute": compute,
-            "targets": targets(aggregate, results, specs)}
+            "targets": targets(aggregate, results, specs, [sp.name for sp in spaces if sp.measured])}
 
 
-def targets(aggregate: Mapping[str, Any], results: Mapping[str, Any], specs: Sequence[StrategySpec]) -> dict[str, Any]:
+def targets(aggregate: Mapping[str, Any], results: Mapping[str, Any], specs: Sequence[StrategySpec],
+            measured: Sequence[str] = ()) -> dict[str, Any]:
     agg = aggregate["measured"]
     out: dict[str, Any] = {}
     if "random" in agg:
@@ -621,7 +640,28 @@ def targets(aggregate: Mapping[str, Any], results: Mapping[str, Any], specs: Seq
     if "auto" in agg:
         out["auto_best_or_within_se"] = aggregate["measured"]["auto"]["best_or_within_se"]
         out["auto_reaches_0.58"] = agg["auto"]["mean"] >= 0.58
+        references = [s.label for s in specs if s.kind in ("kernel_tuner", "optuna")]
+        if references:
+            out["auto_vs_references"] = {group: _within_se_among(results, ["auto", *references], "auto", names)
+                                         for group, names in (("measured", list(measured)),
+                                                              ("all", list(results)))}
     return out
+
+
+def _within_se_among(results: Mapping[str, Any], labels: Sequence[str], who: str,
+                     spaces: Sequence[str]) -> dict[str, Any]:
+    """Spaces where ``who`` is best, or within one SE of the best (the best's SE), among ``labels`` only."""
+    wins, have = [], []
+    for name in spaces:
+        per = {k: v for k, v in results.get(name, {}).items() if k in labels}
+        if who not in per:
+            continue
+        have.append(name)
+        best = max(per, key=lambda k: per[k]["mean"])
+        if per[who]["mean"] >= per[best]["mean"] - per[best]["se"]:
+            wins.append(name)
+    return {"among": list(labels), "count": len(wins), "of": len(have),
+            "percent": 100.0 * len(wins) / len(have) if have else None, "spaces": wins}
 
 
 _SHORT = (("KTConvolutionOutput", "kttconv"), ("convolution_milo", "conv"), ("convolution", "conv"), ("RTX_", ""),
@@ -653,7 +693,7 @@ def format_table(spaces: Sequence[SpaceInfo], specs: Sequence[StrategySpec], sum
     header = ["strategy", f"agg{n_measured} mean±SE"]
     if has_extra:
         header.append(f"all{len(spaces)} mean±SE")
-    header += ["best/≤1SE", "ms/step mean", "max"]
+    header += ["best/≤1SE", "ms/step mean", "max", "cpu max"]
     header += [short_name(sp.name) for sp in spaces]
     rows = [header]
     for spec in ordered:
@@ -668,11 +708,12 @@ def format_table(spaces: Sequence[SpaceInfo], specs: Sequence[StrategySpec], sum
         c = comp.get(label, {})
         row.append(f"{c['mean_ms']:.2f}" if c.get("mean_ms") is not None else "-")
         row.append(f"{c['max_ms']:.1f}" if c.get("max_ms") is not None else "-")
+        row.append(f"{c['cpu_max_ms']:.1f}" if c.get("cpu_max_ms") is not None else "-")
         for sp in spaces:
             e = results[sp.name].get(label)
             row.append("-" if e is None else f"{e['mean']:+.2f}" + ("*" if e.get("best_or_within_se") else ""))
         rows.append(row)
-    budget = ["budget B", "", *([""] if has_extra else []), "", "", ""] + [str(sp.budget) for sp in spaces]
+    budget = ["budget B", "", *([""] if has_extra else []), "", "", "", ""] + [str(sp.budget) for sp in spaces]
     rows.append(budget)
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines = []
@@ -683,7 +724,8 @@ def format_table(spaces: Sequence[SpaceInfo], specs: Sequence[StrategySpec], sum
     notes = [f"agg{n_measured}: mean over the {n_measured} measured spaces (T4 + Kernel Tuner caches) of the mean "
              "score over seeds; ± is the standard error. best/≤1SE: spaces where the strategy is best or within one "
              "standard error of the best (over all spaces; * per space). ms/step: the strategy's own compute per "
-             "proposal (Kernel Tuner: its strategy_time per result)."]
+             "proposal, wall time (Kernel Tuner: its strategy_time per result); cpu max: the largest step in the "
+             "strategy thread's CPU time (ours only; wall maxima include preemption by other processes)."]
     if any(not e["complete"] for g in GROUPS for e in agg[g].values()):
         notes.append("†: over the subset of the spaces where the strategy ran (a profile-based strategy needs "
                      "recorded counters; or runs failed)")
@@ -701,6 +743,10 @@ def format_table(spaces: Sequence[SpaceInfo], specs: Sequence[StrategySpec], sum
         b = t["auto_best_or_within_se"]
         notes.append(f"auto is best or within one SE of the best on {b['count']}/{b['of']} measured spaces "
                      f"({b['percent']:.0f}%)")
+    for group, r in t.get("auto_vs_references", {}).items():
+        notes.append(f"against the references only (Kernel Tuner, Optuna): auto is best or within one SE of the "
+                     f"best on {r['count']}/{r['of']} {'measured ' if group == 'measured' else ''}spaces "
+                     f"({r['percent']:.0f}%)")
     return "\n".join(lines) + "\n\n" + "\n".join(notes)
 
 
@@ -895,7 +941,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.jobs <= 1 or len(todo) <= 1:
             _worker_init(False)
             for task in todo:
-                finished(run_one(task))
+                gc.freeze()  # the cache and earlier results are long-lived: keep the collector from rescanning
+                finished(run_one(task))  # them inside a strategy's step (a full collection here costs ~100 ms)
         else:
             with cf.ProcessPoolExecutor(max_workers=args.jobs, initializer=_worker_init,
                                         initargs=(True,)) as pool:

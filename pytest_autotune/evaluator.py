@@ -88,6 +88,8 @@ class SearchHistory:
     records: list[EvaluationRecord] = field(default_factory=list)
     stop_reason: str = ""
     strategy_seconds: list[float] = field(default_factory=list)  # per proposal, incl. free ones
+    # the same as this thread's CPU time: what the step costs on an idle machine (wall time includes preemption)
+    strategy_cpu_seconds: list[float] = field(default_factory=list)
     elapsed_seconds: float = 0.0
 
     @property
@@ -187,7 +189,7 @@ class Evaluator:
                 reason = self._exhausted(started)
                 if reason:
                     break
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.thread_time()
                 try:
                     proposal = next(gen) if first else gen.send(value)
                 except StopIteration:
@@ -195,6 +197,7 @@ class Evaluator:
                     break
                 spent = time.perf_counter() - t0
                 self.history.strategy_seconds.append(spent)
+                self.history.strategy_cpu_seconds.append(time.thread_time() - c0)
                 first = False
                 key, row = self._key(proposal)
                 if key in self._seen:

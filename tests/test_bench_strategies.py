@@ -219,6 +219,8 @@ def test_cli_end_to_end(tmp_path, capsys):
             assert e["budget"] == doc["spaces"][space]["budget"] and e["N"] == doc["spaces"][space]["N"]
             assert e["optimum"] == doc["spaces"][space]["optimum"]
             assert e["compute"]["max_ms"] is not None
+            if not label.startswith(("kt:", "optuna:")):  # ours: the strategy thread's CPU time per step too
+                assert 0 <= e["compute"]["cpu_max_ms"] <= e["compute"]["max_ms"] + 1.0
     for group in ("measured", "all"):
         assert set(doc["aggregate"][group]) == set(labels)
     assert doc["targets"]["random_is_zero"]["mean"] == doc["aggregate"]["measured"]["random"]["mean"]
@@ -255,3 +257,40 @@ def test_cli_end_to_end(tmp_path, capsys):
 def test_cli_skips_missing_folder(tmp_path, capsys):
     assert bench.main(["--spaces", str(tmp_path / "absent"), "--strategies", "random"]) == 0
     assert "skipped" in capsys.readouterr().err
+
+
+def test_shrinking_benchmark_end_to_end(tmp_path, capsys):
+    """``bench_shrinking.py``: the procedure's end and opt/best at 1% / 10% of N, per setting, table and JSON."""
+    from benchmarks import bench_shrinking
+
+    rng = np.random.default_rng(11)
+    root = tmp_path / "spaces"
+    n = write_kt_cache(root / "kerneltuner" / "toy_cache_FakeGPU.json.gz", rng)
+    out = tmp_path / "shrink.json"
+    argv = ["--spaces", str(root), "--runs", "3", "--settings", "k=2,v_th=1;k=3,v_th=2", "--json", str(out)]
+    assert bench_shrinking.main(argv) == 0
+    table = capsys.readouterr().out
+    assert "published claim" in table and "k=3,v_th=2" in table
+    doc = json.loads(out.read_text())
+    space = doc["spaces"]["toy_cache_FakeGPU"]
+    assert space["N"] == n and set(space["settings"]) == {"k=2,v_th=1", "k=3,v_th=2"}
+    for label, entry in space["settings"].items():
+        assert [r["seed"] for r in entry["runs"]] == [0, 1, 2]
+        for r in entry["runs"]:
+            assert 0 < r["procedure_evaluations"] <= n
+            assert 0 < r["procedure_fraction"] <= 1.0
+            assert 0 <= r["at"]["1%"] <= r["at"]["10%"] <= 1.0  # 0: nothing valid yet
+        assert entry["summary"]["procedure_fraction"] == pytest.approx(
+            np.mean([r["procedure_fraction"] for r in entry["runs"]]))
+    assert set(doc["aggregate"]) == {"k=2,v_th=1", "k=3,v_th=2"}
+    assert bench_shrinking.main(["--spaces", str(tmp_path / "absent")]) == 0
+    assert "skipped" in capsys.readouterr().out
+
+
+def test_auto_within_one_se_among_references_only():
+    res = {"a": {"auto": {"mean": 0.50, "se": 0.05}, "kt:pso": {"mean": 0.60, "se": 0.05},
+                 "tpe": {"mean": 0.90, "se": 0.01}},
+           "b": {"auto": {"mean": 0.50, "se": 0.05}, "kt:pso": {"mean": 0.54, "se": 0.05}},
+           "c": {"auto": {"mean": 0.70, "se": 0.05}, "optuna:tpe": {"mean": 0.10, "se": 0.30}}}
+    r = bench._within_se_among(res, ["auto", "kt:pso", "optuna:tpe"], "auto", ["a", "b", "c", "absent"])
+    assert (r["count"], r["of"], r["spaces"]) == (2, 3, ["b", "c"])  # ours (tpe) do not count; a: 0.50 < 0.55
