@@ -11,6 +11,7 @@ and counts as the static penalty.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Generator
 
 import numpy as np
 
@@ -45,6 +46,24 @@ class _ContinuousStrategy(EvolutionaryStrategy):
     def evaluate_at(self, x: np.ndarray, aware: bool) -> EvalGen:
         value = yield from self.evaluate(self.candidate_at(x, aware))
         return value
+
+    #: bounds of the budget-scaled population (``population_size=None``)
+    population_bounds: tuple[int, int] = (5, 30)
+
+    def population_size(self) -> int:
+        if self.hp.population_size is not None:
+            return int(self.hp.population_size)
+        return scaled_population(self.budget, self.hp.pop_factor, *self.population_bounds)
+
+    def initial_swarm(self) -> Generator[Any, Any, tuple[np.ndarray, np.ndarray]]:
+        """Evaluate the initial population: its encoded positions and their fitness."""
+        aware = bool(self.hp.constraint_aware)
+        x = self.initial_positions(min(self.population_size(), len(self.space)), aware)
+        fit = np.empty(len(x))
+        for i in range(len(x)):
+            value = yield from self.evaluate_at(x[i], aware)
+            fit[i] = self.fitness(value)
+        return x, fit
 
 
 @register
@@ -96,25 +115,15 @@ class ParticleSwarm(_ContinuousStrategy):
             check_int(self.stall_moves, "stall_moves", 1)
             check_bool(self.constraint_aware, "constraint_aware")
 
-    def population_size(self) -> int:
-        if self.hp.population_size is not None:
-            return int(self.hp.population_size)
-        return scaled_population(self.budget, self.hp.pop_factor, 5, 30)
-
     def search(self) -> SearchGenerator:
         self._init_state()
         hp = self.hp
         aware = bool(hp.constraint_aware)
-        size = min(self.population_size(), len(self.space))
         d = len(self._sizes)
-        x = self.initial_positions(size, aware)
+        x, pfit = yield from self.initial_swarm()
         size = len(x)
         v = self.rng.uniform(-hp.vmax, hp.vmax, (size, d))
         pbest = x.copy()
-        pfit = np.empty(size)
-        for i in range(size):
-            value = yield from self.evaluate_at(x[i], aware)
-            pfit[i] = self.fitness(value)
         g = int(np.argmin(pfit))
         gbest, gfit = pbest[g].copy(), pfit[g]
         stuck = np.zeros(size, dtype=np.int64)
@@ -212,10 +221,7 @@ class Firefly(_ContinuousStrategy):
             check_int(self.stall_moves, "stall_moves", 1)
             check_bool(self.constraint_aware, "constraint_aware")
 
-    def population_size(self) -> int:
-        if self.hp.population_size is not None:
-            return int(self.hp.population_size)
-        return scaled_population(self.budget, self.hp.pop_factor, 4, 30)
+    population_bounds = (4, 30)
 
     def _attract(self, xi: np.ndarray, xj: np.ndarray, n_free: int) -> np.ndarray:
         r2 = float(np.sum((xj - xi) ** 2)) / n_free
@@ -226,14 +232,9 @@ class Firefly(_ContinuousStrategy):
         self._init_state()
         hp = self.hp
         aware = bool(hp.constraint_aware)
-        size = min(self.population_size(), len(self.space))
         d = len(self._sizes)
-        x = self.initial_positions(size, aware)
+        x, fit = yield from self.initial_swarm()
         size = len(x)
-        fit = np.empty(size)
-        for i in range(size):
-            value = yield from self.evaluate_at(x[i], aware)
-            fit[i] = self.fitness(value)
         stuck = np.zeros(size, dtype=np.int64)
         n_free = max(int(np.sum(self._sizes > 1)), 1)
         per_move = hp.update == "move"
