@@ -1,4 +1,4 @@
-"""Helpers shared by the CUDA runners (cupy, pycuda): error triage and symbol lookup.
+"""Helpers shared by the CUDA runners (cupy, pycuda): error triage, symbol lookup, the common executor part.
 
 Kept free of cupy/pycuda imports so it can be tested without a GPU.
 """
@@ -8,7 +8,9 @@ import re
 from typing import Any
 
 from ..results import FailureKind
-from .executor import RunFailure
+from .device import DeviceInfo
+from .executor import CompiledKernelExecutor, RunFailure, check_kernel_resources
+from .kernel import Geometry
 from .kernel import split_template
 
 # Errors after which the CUDA context is unusable ("sticky"): the worker
@@ -153,3 +155,63 @@ def instantiation_reference(name_expr: str) -> str:
 
 def exception_text(exc: Any) -> str:
     return f"{type(exc).__name__}: {exc}"
+
+
+class CudaExecutor(CompiledKernelExecutor):
+    """What the cupy and pycuda executors share; each supplies its library's calls.
+
+    Subclasses set ``_device``, ``_constants`` and ``default_smem`` and
+    implement :meth:`kernel_info`, :meth:`_launch`, :meth:`_synchronize` and
+    :meth:`_allow_dynamic_smem`.
+    """
+
+    _device: DeviceInfo
+    _constants: dict[str, Any]
+    default_smem: int
+
+    def device(self) -> DeviceInfo:
+        return self._device
+
+    def constants(self) -> dict[str, Any]:
+        return dict(self._constants)
+
+    def classify(self, exc: BaseException, stage: str) -> RunFailure:
+        return cuda_failure(exc, stage)
+
+    def _launch(self, fn: Any, geometry: Geometry) -> None:
+        raise NotImplementedError
+
+    def _synchronize(self) -> None:
+        raise NotImplementedError
+
+    def _allow_dynamic_smem(self, fn: Any, smem: int) -> None:
+        """Opt the kernel in to more than the default 48 KiB of dynamic shared memory."""
+        raise NotImplementedError
+
+    def check_compiled(self, kernel: Any, geometry: Geometry) -> str | None:
+        info = self.kernel_info(kernel)
+        _, block, smem = geometry
+        reason = check_kernel_resources(
+            threads=block[0] * block[1] * block[2],
+            static_smem=info["static_shared_mem"],
+            dynamic_smem=smem,
+            registers_per_thread=info["registers"],
+            kernel_max_threads=info["max_threads_per_block"],
+            limits=self._constants,
+        )
+        if reason is None and smem > self.default_smem:
+            try:
+                self._allow_dynamic_smem(kernel[1], smem)
+            except Exception as exc:
+                raise cuda_failure(exc, "launch") from None
+        return reason
+
+    def run_once(self, kernel: Any, geometry: Geometry) -> None:
+        try:
+            self._launch(kernel[1], geometry)
+        except Exception as exc:
+            raise cuda_failure(exc, "launch") from None
+        try:
+            self._synchronize()
+        except Exception as exc:
+            raise cuda_failure(exc, "run") from None

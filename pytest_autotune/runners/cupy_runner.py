@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 
 from ..measure import MeasureOptions
-from .cuda_common import cuda_failure
-from .device import DeviceInfo, cuda_constants, detect_cuda_device_cupy
+from .cuda_common import CudaExecutor
+from .device import cuda_constants, detect_cuda_device_cupy
 from .errors import BackendUnavailable, SpecError
-from .executor import CompileFailed, CompiledKernelExecutor, RunFailure, check_kernel_resources
+from .executor import CompileFailed
 from .ncu import NsightProfiling
 from .isolation import HostedRunner
 from .kernel import Geometry, KernelSpec
@@ -39,7 +39,7 @@ def import_cupy(device_id: int = 0) -> Any:
     return cupy
 
 
-class CupyExecutor(CompiledKernelExecutor):
+class CupyExecutor(CudaExecutor):
     """In-process half of :class:`CupyRunner`."""
 
     name = "cupy"
@@ -66,15 +66,6 @@ class CupyExecutor(CompiledKernelExecutor):
         self._flush_value = 0
         cp.cuda.Device(device_id).synchronize()
 
-    def device(self) -> DeviceInfo:
-        return self._device
-
-    def constants(self) -> dict[str, Any]:
-        return dict(self._constants)
-
-    def classify(self, exc: BaseException, stage: str) -> RunFailure:
-        return cuda_failure(exc, stage)
-
     # -- compile ---------------------------------------------------------------
     def compile(self, source: str, name: str) -> Any:
         cp = self.cp
@@ -99,25 +90,11 @@ class CupyExecutor(CompiledKernelExecutor):
             "registers": int(fn.num_regs),
             "static_shared_mem": int(fn.shared_size_bytes),
             "local_mem": int(fn.local_size_bytes),
+            "max_threads_per_block": int(fn.max_threads_per_block),
         }
 
-    def check_compiled(self, kernel: Any, geometry: Geometry) -> str | None:
-        fn = kernel[1]
-        _, block, smem = geometry
-        reason = check_kernel_resources(
-            threads=block[0] * block[1] * block[2],
-            static_smem=int(fn.shared_size_bytes),
-            dynamic_smem=smem,
-            registers_per_thread=int(fn.num_regs),
-            kernel_max_threads=int(fn.max_threads_per_block),
-            limits=self._constants,
-        )
-        if reason is None and smem > self.default_smem:
-            try:  # opt in to more than the default 48 KiB of dynamic shared memory
-                fn.max_dynamic_shared_size_bytes = smem
-            except Exception as exc:
-                raise cuda_failure(exc, "launch") from None
-        return reason
+    def _allow_dynamic_smem(self, fn: Any, smem: int) -> None:
+        fn.max_dynamic_shared_size_bytes = smem
 
     # -- run -------------------------------------------------------------------
     def restore_outputs(self) -> None:
@@ -137,15 +114,8 @@ class CupyExecutor(CompiledKernelExecutor):
         grid, block, smem = geometry
         fn(grid, block, self.launch_args, shared_mem=smem)
 
-    def run_once(self, kernel: Any, geometry: Geometry) -> None:
-        try:
-            self._launch(kernel[1], geometry)
-        except Exception as exc:
-            raise cuda_failure(exc, "launch") from None
-        try:
-            self.stream.synchronize()
-        except Exception as exc:
-            raise cuda_failure(exc, "run") from None
+    def _synchronize(self) -> None:
+        self.stream.synchronize()
 
     def timed_run(self, kernel: Any, geometry: Geometry) -> float:
         self.start_event.record(self.stream)

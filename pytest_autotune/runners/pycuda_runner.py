@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 
 from ..measure import MeasureOptions
-from .cuda_common import cuda_failure, find_kernel_symbol, instantiation_reference
-from .device import DeviceInfo, cuda_constants, detect_cuda_device_pycuda
+from .cuda_common import CudaExecutor, find_kernel_symbol, instantiation_reference
+from .device import cuda_constants, detect_cuda_device_pycuda
 from .errors import BackendUnavailable, SpecError
-from .executor import CompileFailed, CompiledKernelExecutor, RunFailure, check_kernel_resources
+from .executor import CompileFailed
 from .ncu import NsightProfiling
 from .isolation import HostedRunner
 from .kernel import Geometry, KernelSpec
@@ -43,7 +43,7 @@ def import_pycuda(device_id: int = 0, nvcc: str = "nvcc") -> Any:
     return drv
 
 
-class PycudaExecutor(CompiledKernelExecutor):
+class PycudaExecutor(CudaExecutor):
     """In-process half of :class:`PycudaRunner`."""
 
     name = "pycuda"
@@ -94,15 +94,6 @@ class PycudaExecutor(CompiledKernelExecutor):
         self._flush_value = 0
         drv.Context.synchronize()
 
-    def device(self) -> DeviceInfo:
-        return self._device
-
-    def constants(self) -> dict[str, Any]:
-        return dict(self._constants)
-
-    def classify(self, exc: BaseException, stage: str) -> RunFailure:
-        return cuda_failure(exc, stage)
-
     # -- compile ---------------------------------------------------------------
     def compile(self, source: str, name: str) -> Any:
         drv = self.drv
@@ -140,25 +131,11 @@ class PycudaExecutor(CompiledKernelExecutor):
             "registers": self._attr(fn, "NUM_REGS"),
             "static_shared_mem": self._attr(fn, "SHARED_SIZE_BYTES"),
             "local_mem": self._attr(fn, "LOCAL_SIZE_BYTES"),
+            "max_threads_per_block": self._attr(fn, "MAX_THREADS_PER_BLOCK"),
         }
 
-    def check_compiled(self, kernel: Any, geometry: Geometry) -> str | None:
-        fn = kernel[1]
-        _, block, smem = geometry
-        reason = check_kernel_resources(
-            threads=block[0] * block[1] * block[2],
-            static_smem=self._attr(fn, "SHARED_SIZE_BYTES"),
-            dynamic_smem=smem,
-            registers_per_thread=self._attr(fn, "NUM_REGS"),
-            kernel_max_threads=self._attr(fn, "MAX_THREADS_PER_BLOCK"),
-            limits=self._constants,
-        )
-        if reason is None and smem > self.default_smem:
-            try:
-                fn.set_attribute(self.drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
-            except Exception as exc:
-                raise cuda_failure(exc, "launch") from None
-        return reason
+    def _allow_dynamic_smem(self, fn: Any, smem: int) -> None:
+        fn.set_attribute(self.drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
 
     # -- run -------------------------------------------------------------------
     def restore_outputs(self) -> None:
@@ -176,15 +153,8 @@ class PycudaExecutor(CompiledKernelExecutor):
         grid, block, smem = geometry
         fn.prepared_call(grid, block, *self.cargs, shared_size=smem)
 
-    def run_once(self, kernel: Any, geometry: Geometry) -> None:
-        try:
-            self._launch(kernel[1], geometry)
-        except Exception as exc:
-            raise cuda_failure(exc, "launch") from None
-        try:
-            self.drv.Context.synchronize()
-        except Exception as exc:
-            raise cuda_failure(exc, "run") from None
+    def _synchronize(self) -> None:
+        self.drv.Context.synchronize()
 
     def timed_run(self, kernel: Any, geometry: Geometry) -> float:
         self.start_event.record()
