@@ -155,8 +155,8 @@ def parse_value(text: str) -> Any:
     return {"True": True, "False": False, "None": None}.get(text, text)
 
 
-def split_specs(text: str) -> list[str]:
-    """Split a comma-separated strategy list, leaving commas inside brackets, braces and quotes alone."""
+def split_outside(text: str, sep: str) -> list[str]:
+    """Split on ``sep`` outside brackets, braces and quotes (JSON values stay whole); empty parts dropped."""
     out: list[str] = []
     depth, quote, start = 0, "", 0
     for i, ch in enumerate(text):
@@ -169,11 +169,16 @@ def split_specs(text: str) -> list[str]:
             depth += 1
         elif ch in "]})":
             depth -= 1
-        elif ch == "," and depth == 0:
+        elif ch == sep and depth == 0:
             out.append(text[start:i])
             start = i + 1
     out.append(text[start:])
     return [s.strip() for s in out if s.strip()]
+
+
+def split_specs(text: str) -> list[str]:
+    """Split a comma-separated strategy list."""
+    return split_outside(text, ",")
 
 
 def _kind_of(name: str) -> tuple[str, str]:
@@ -216,24 +221,8 @@ def parse_strategy_spec(text: str | Mapping[str, Any]) -> StrategySpec:
 
 
 def split_hyper(text: str) -> list[str]:
-    """Split ``k=v;k=v`` on semicolons outside brackets and quotes."""
-    out: list[str] = []
-    depth, quote, start = 0, "", 0
-    for i, ch in enumerate(text):
-        if quote:
-            if ch == quote:
-                quote = ""
-        elif ch in "\"'":
-            quote = ch
-        elif ch in "[{(":
-            depth += 1
-        elif ch in "]})":
-            depth -= 1
-        elif ch == ";" and depth == 0:
-            out.append(text[start:i])
-            start = i + 1
-    out.append(text[start:])
-    return [s.strip() for s in out if s.strip()]
+    """Split ``k=v;k=v``."""
+    return split_outside(text, ";")
 
 
 def validate_spec(spec: StrategySpec) -> None:
