@@ -162,7 +162,8 @@ def test_summary_statistics_and_within_se():
     comp = {"steps": 2, "sum_ms": 2.0, "max_ms": 1.5, "mean_ms": 1.0}
 
     def runs(scores):
-        return [{"seed": i, "score": s, "evaluations": 5, "compute": comp, "wall_s": 0.1} for i, s in enumerate(scores)]
+        return [{"seed": i, "score": s, "evaluations": 5, "compute": comp, "wall_s": 0.1, "values": [3.0, None, 1.0]}
+                for i, s in enumerate(scores)]
 
     data = {("a", "p"): runs([0.5, 0.7]), ("a", "q"): runs([0.4, 0.5]),
             ("b", "p"): runs([0.1, 0.1]), ("b", "q"): runs([0.3, 0.5])}
@@ -294,3 +295,11 @@ def test_auto_within_one_se_among_references_only():
            "c": {"auto": {"mean": 0.70, "se": 0.05}, "optuna:tpe": {"mean": 0.10, "se": 0.30}}}
     r = bench._within_se_among(res, ["auto", "kt:pso", "optuna:tpe"], "auto", ["a", "b", "c", "absent"])
     assert (r["count"], r["of"], r["spaces"]) == (2, 3, ["b", "c"])  # ours (tpe) do not count; a: 0.50 < 0.55
+
+
+def test_fraction_of_optimum_after_fixed_evaluations():
+    runs = [[None, 4.0, 2.0] + [1.0] * 30, [None] * 25 + [2.0]]
+    out = bench.fraction_of_optimum_at(runs, optimum=1.0, budget=60)
+    assert set(out) == {"20", "50"}  # 100 and 220 are beyond the budget
+    assert out["20"] == pytest.approx((1.0 + 0.0) / 2)  # the second run has nothing valid in its first 20
+    assert out["50"] == pytest.approx((1.0 + 0.5) / 2)  # a short run keeps its last best
