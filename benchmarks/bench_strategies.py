@@ -657,6 +657,7 @@ def targets(aggregate: Mapping[str, Any], results: Mapping[str, Any], specs: Seq
                                                 "se": se, "z": diff / se if se > 0 else None}
     if "auto" in agg:
         out["auto_best_or_within_se"] = aggregate["measured"]["auto"]["best_or_within_se"]
+        out["auto_vs_everything"] = _within_se_among(results, [s.label for s in specs], "auto", list(results))
         out["auto_reaches_0.58"] = agg["auto"]["mean"] >= 0.58
         references = [s.label for s in specs if s.kind in ("kernel_tuner", "optuna")]
         if references:
@@ -669,7 +670,9 @@ def targets(aggregate: Mapping[str, Any], results: Mapping[str, Any], specs: Seq
 def _within_se_among(results: Mapping[str, Any], labels: Sequence[str], who: str,
                      spaces: Sequence[str]) -> dict[str, Any]:
     """Spaces where ``who`` is best, or within one SE of the best (the best's SE), among ``labels`` only."""
-    wins, have = [], []
+    from scipy.stats import ttest_ind
+
+    wins, have, worse = [], [], {}
     for name in spaces:
         per = {k: v for k, v in results.get(name, {}).items() if k in labels}
         if who not in per:
@@ -678,8 +681,19 @@ def _within_se_among(results: Mapping[str, Any], labels: Sequence[str], who: str
         best = max(per, key=lambda k: per[k]["mean"])
         if per[who]["mean"] >= per[best]["mean"] - per[best]["se"]:
             wins.append(name)
+        # The best of many noisy means is biased upwards (winner's curse): is ``who`` *significantly* worse
+        # than the best other one? Welch's t-test, one-sided, alpha 0.05.
+        others = [k for k in per if k != who]
+        if others:
+            rival = max(others, key=lambda k: per[k]["mean"])
+            a, b = per[who]["scores"], per[rival]["scores"]
+            if len(a) > 1 and len(b) > 1 and np.std(a) + np.std(b) > 0:
+                p = float(ttest_ind(a, b, equal_var=False, alternative="less").pvalue)
+                if p < 0.05:
+                    worse[name] = {"best_other": rival, "p": p}
     return {"among": list(labels), "count": len(wins), "of": len(have),
-            "percent": 100.0 * len(wins) / len(have) if have else None, "spaces": wins}
+            "percent": 100.0 * len(wins) / len(have) if have else None, "spaces": wins,
+            "significantly_worse": worse}
 
 
 _SHORT = (("KTConvolutionOutput", "kttconv"), ("convolution_milo", "conv"), ("convolution", "conv"), ("RTX_", ""),
@@ -770,6 +784,12 @@ def format_table(spaces: Sequence[SpaceInfo], specs: Sequence[StrategySpec], sum
         notes.append(f"against the references only (Kernel Tuner, Optuna): auto is best or within one SE of the "
                      f"best on {r['count']}/{r['of']} {'measured ' if group == 'measured' else ''}spaces "
                      f"({r['percent']:.0f}%)")
+    for what, r in (("every other strategy", t.get("auto_vs_everything")),
+                    ("the references", t.get("auto_vs_references", {}).get("all"))):
+        if r is not None:
+            worse = r["significantly_worse"]
+            notes.append(f"auto is significantly worse (Welch t-test, one-sided p < 0.05) than the best of {what} on "
+                         f"{len(worse)}/{r['of']} spaces" + (f": {', '.join(worse)}" if worse else ""))
     return "\n".join(lines) + "\n\n" + "\n".join(notes) + "\n" + "\n".join(fixed)
 
 

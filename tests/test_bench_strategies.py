@@ -289,12 +289,16 @@ def test_shrinking_benchmark_end_to_end(tmp_path, capsys):
 
 
 def test_auto_within_one_se_among_references_only():
-    res = {"a": {"auto": {"mean": 0.50, "se": 0.05}, "kt:pso": {"mean": 0.60, "se": 0.05},
-                 "tpe": {"mean": 0.90, "se": 0.01}},
-           "b": {"auto": {"mean": 0.50, "se": 0.05}, "kt:pso": {"mean": 0.54, "se": 0.05}},
-           "c": {"auto": {"mean": 0.70, "se": 0.05}, "optuna:tpe": {"mean": 0.10, "se": 0.30}}}
+    def e(mean, se, scores=(0.0, 0.0)):
+        return {"mean": mean, "se": se, "scores": list(scores)}
+
+    res = {"a": {"auto": e(0.50, 0.05, [0.4, 0.6]), "kt:pso": e(0.60, 0.05, [0.55, 0.65]), "tpe": e(0.90, 0.01)},
+           "b": {"auto": e(0.50, 0.05, [0.45, 0.55]), "kt:pso": e(0.54, 0.05, [0.49, 0.59])},
+           "c": {"auto": e(0.70, 0.05, [0.69, 0.70, 0.71]), "optuna:tpe": e(0.10, 0.30, [0.99, 1.0, 1.01])}}
     r = bench._within_se_among(res, ["auto", "kt:pso", "optuna:tpe"], "auto", ["a", "b", "c", "absent"])
     assert (r["count"], r["of"], r["spaces"]) == (2, 3, ["b", "c"])  # ours (tpe) do not count; a: 0.50 < 0.55
+    # significance is judged on the scores (Welch, one-sided): c's scores put optuna clearly ahead
+    assert set(r["significantly_worse"]) == {"c"} and r["significantly_worse"]["c"]["best_other"] == "optuna:tpe"
 
 
 def test_fraction_of_optimum_after_fixed_evaluations():
