@@ -234,7 +234,8 @@ def test_guided_annealing_is_reproducible_valid_and_finds_the_bowl(sparse_space,
     assert s1.best[1] == 1.0  # the optimum of the bowl (TARGET) within 200 of about 1,400 valid rows
 
 
-@pytest.mark.parametrize("field, value", [("guide", "yes"), ("guide_probability", 1.5), ("guide_probability", None)])
+@pytest.mark.parametrize("field, value", [("guide", "yes"), ("guide_probability", 1.5), ("guide_probability", None),
+                                          ("guide_gamma", 0), ("guide_gamma", "wide")])
 def test_guide_hyperparameters_are_validated(sparse_space, field, value):
     with pytest.raises(StrategyError, match=repr(field)):
         make_strategy({"name": "simulated_annealing", field: value}, sparse_space)
