@@ -27,8 +27,12 @@ over the 13 measured spaces):
   TPE 0.448, TPE then annealing 0.410, shrinking sample then annealing 0.429,
   a three-way bandit 0.480 (each half-funded member is worse than either
   alone at the same budget).
-* Where it is still weak: pnpoly on the RTX 3060/3090 (about 0.3; shrinking
-  sample and Optuna reach about 0.8 there) and the 12-evaluation W6600 space.
+* Same-run table, 10 seeds: auto 0.619 +/- 0.049, best Kernel Tuner
+  strategy (pso) 0.450 +/- 0.036. Against Kernel Tuner and Optuna, auto is
+  never significantly worse than the best of them on any of the 15 spaces.
+* Where it is still weak: pnpoly on the RTX 2080 Ti / Titan / 3090 (0.4-0.9,
+  shrinking sample 0.8-0.98), and the 12-evaluation W6600 space, where every
+  strategy is near random search.
 """
 from __future__ import annotations
 
