@@ -360,6 +360,9 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
            "key": task.get("key")}
     try:
         rec, stats = _stats(task["path"])
+        # Everything alive now (the recorded space, the anchor cache, earlier results) is long-lived: without
+        # this, Python's full collections scan it and charge ~50-100 ms to whichever strategy step they hit.
+        gc.freeze()
         budget = int(task["budget"])
         if spec.kind == "optuna" and spec.hyperparameters.get("repeats", "cost") == "cost":
             strategy = anchors.OptunaTPE(rec.space, seed=task["seed"], **spec.hyperparameters)
@@ -420,7 +423,6 @@ _THREAD_LIMITS: list[Any] = []
 
 def _worker_init(limit_threads: bool) -> None:
     anchors.quiet_optuna()
-    gc.freeze()  # what the worker inherited or loaded so far is long-lived (see the in-process loop in main)
     if limit_threads:  # two processes on two cores: no BLAS/OpenMP oversubscription inside each
         with contextlib.suppress(Exception):
             from threadpoolctl import threadpool_limits
@@ -984,8 +986,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.jobs <= 1 or len(todo) <= 1:
             _worker_init(False)
             for task in todo:
-                gc.freeze()  # the cache and earlier results are long-lived: keep the collector from rescanning
-                finished(run_one(task))  # them inside a strategy's step (a full collection here costs ~100 ms)
+                finished(run_one(task))
         else:
             with cf.ProcessPoolExecutor(max_workers=args.jobs, initializer=_worker_init,
                                         initargs=(True,)) as pool:
