@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from benchmarks.anchors import GEMM_RESTRICTIONS  # the data README's CLBlast GEMM restrictions
 from pytest_autotune.datasets import (
     DatasetError,
     RecordedSpace,
@@ -478,15 +479,6 @@ README_COUNTS = {
     "ktt/KTConvolutionOutput_2080Ti.json.gz": (6768, 5280),
     "ktt/KTConvolutionOutput_3090.json.gz": (6768, 5240),
 }
-GEMM_RESTRICTIONS = [
-    "KWG % KWI == 0",
-    "MWG % (MDIMC * VWM) == 0",
-    "NWG % (NDIMC * VWN) == 0",
-    "MWG % (MDIMA * VWM) == 0",
-    "NWG % (NDIMB * VWN) == 0",
-    "KWG % ((MDIMC * NDIMC)/MDIMA) == 0",
-    "KWG % ((MDIMC * NDIMC)/NDIMB) == 0",
-]
 
 
 @needs_spaces

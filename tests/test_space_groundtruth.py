@@ -16,20 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from benchmarks.anchors import GEMM_RESTRICTIONS  # the data README's CLBlast GEMM restrictions
 from pytest_autotune.space import SearchSpace, literal_values
 
 REPO = Path(__file__).resolve().parents[1]
 SPACES = Path(os.environ.get("AUTOTUNE_SPACES", REPO.parent / "shared" / "data" / "spaces"))
-
-GEMM_RESTRICTIONS = [  # from the spaces README, for kerneltuner/gemm_*
-    "KWG % KWI == 0",
-    "MWG % (MDIMC * VWM) == 0",
-    "NWG % (NDIMC * VWN) == 0",
-    "MWG % (MDIMA * VWM) == 0",
-    "NWG % (NDIMB * VWN) == 0",
-    "KWG % ((MDIMC * NDIMC)/MDIMA) == 0",
-    "KWG % ((MDIMC * NDIMC)/NDIMB) == 0",
-]
 
 
 def _files(pattern: str) -> list[str]:

@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..measure import MeasureOptions, TimingStats, time_runs
+from ..measure import MeasureOptions, time_runs
 from ..results import FailureKind, Measurement
 from ..verify import verify_outputs
 from .device import DeviceInfo, cpu_constants, cuda_constants, detect_cpu_device, detect_cuda_device_cupy
@@ -159,14 +159,7 @@ class CallableExecutor(Executor):
         finally:
             self.heartbeat("idle")
         timings["bench_s"] = perf_counter() - t
-        stats = TimingStats.from_samples(samples)
-        extra["stats"] = stats.as_dict(samples=False)
-        extra["objective"] = self.measure.objective
-        timings["total_s"] = perf_counter() - start
-        return Measurement(
-            params=params, value=stats.objective(self.measure.objective), samples=stats.samples,
-            timings=timings, extra=extra,
-        )
+        return self._timed_measurement(params, samples, self.measure, timings, extra, start)
 
 
 class CallableRunner(HostedRunner):

@@ -10,7 +10,8 @@ from typing import Any
 from ..results import FailureKind
 from .device import DeviceInfo
 from .executor import CompiledKernelExecutor, RunFailure, check_kernel_resources
-from .kernel import Geometry
+from .errors import SpecError
+from .kernel import Geometry, KernelSpec
 from .kernel import split_template
 
 # Errors after which the CUDA context is unusable ("sticky"): the worker
@@ -155,6 +156,14 @@ def instantiation_reference(name_expr: str) -> str:
 
 def exception_text(exc: Any) -> str:
     return f"{type(exc).__name__}: {exc}"
+
+
+def check_cuda_spec(spec: Any, runner: str) -> None:
+    """A CUDA runner's spec must be a :class:`KernelSpec` of CUDA source (``runner``: "cupy", "pycuda")."""
+    if not isinstance(spec, KernelSpec):
+        raise SpecError(f"{runner.capitalize()}Runner needs a KernelSpec, got {type(spec).__name__}")
+    if spec.lang != "cuda":
+        raise SpecError(f"the {runner} runner compiles CUDA source, not {spec.lang!r}")
 
 
 class CudaExecutor(CompiledKernelExecutor):

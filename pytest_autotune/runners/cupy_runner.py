@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..measure import MeasureOptions
-from .cuda_common import CudaExecutor
+from .cuda_common import CudaExecutor, check_cuda_spec
 from .device import cuda_constants, detect_cuda_device_cupy
 from .errors import BackendUnavailable, SpecError
 from .executor import CompileFailed
@@ -153,10 +153,7 @@ class CupyRunner(NsightProfiling, HostedRunner):
         measure: MeasureOptions | dict[str, Any] | None = None,
         device_id: int = 0,
     ) -> None:
-        if not isinstance(spec, KernelSpec):
-            raise SpecError(f"CupyRunner needs a KernelSpec, got {type(spec).__name__}")
-        if spec.lang != "cuda":
-            raise SpecError(f"the cupy runner compiles CUDA source, not {spec.lang!r}")
+        check_cuda_spec(spec, "cupy")
         self.spec = spec
         self.device_id = device_id
         super().__init__(isolate=isolate, measure=measure, spec=spec, device_id=device_id)

@@ -80,6 +80,16 @@ class Executor(abc.ABC):
     def close(self) -> None:
         return None
 
+    def _timed_measurement(self, params: Mapping[str, Any], samples: Sequence[float], measure: MeasureOptions,
+                           timings: dict[str, float], extra: dict[str, Any], start: float) -> Measurement:
+        """The successful measurement of ``params`` from its timed samples (``start``: when evaluation began)."""
+        stats = TimingStats.from_samples(samples)
+        extra["stats"] = stats.as_dict(samples=False)
+        extra["objective"] = measure.objective
+        timings["total_s"] = perf_counter() - start
+        return Measurement(params=params, value=stats.objective(measure.objective), samples=stats.samples,
+                           timings=timings, extra=extra)
+
 
 def output_copies(outputs: Sequence[Any]) -> list[Any]:
     return [np.array(o, copy=True) if isinstance(o, np.ndarray) else o for o in outputs]
@@ -251,17 +261,7 @@ class CompiledKernelExecutor(Executor):
             ),
         )
         timings["bench_s"] = perf_counter() - t
-        stats = TimingStats.from_samples(samples)
-        extra["stats"] = stats.as_dict(samples=False)
-        extra["objective"] = self.measure.objective
-        timings["total_s"] = perf_counter() - start
-        return Measurement(
-            params=params,
-            value=stats.objective(self.measure.objective),
-            samples=stats.samples,
-            timings=timings,
-            extra=extra,
-        )
+        return self._timed_measurement(params, samples, self.measure, timings, extra, start)
 
 
 def check_launch_limits(geometry: Geometry, limits: Mapping[str, Any]) -> str | None:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..measure import MeasureOptions
-from .cuda_common import CudaExecutor, find_kernel_symbol, instantiation_reference
+from .cuda_common import CudaExecutor, check_cuda_spec, find_kernel_symbol, instantiation_reference
 from .device import cuda_constants, detect_cuda_device_pycuda
 from .errors import BackendUnavailable, SpecError
 from .executor import CompileFailed
@@ -204,10 +204,7 @@ class PycudaRunner(NsightProfiling, HostedRunner):
         nvcc: str = "nvcc",
         cache_dir: str | None = None,
     ) -> None:
-        if not isinstance(spec, KernelSpec):
-            raise SpecError(f"PycudaRunner needs a KernelSpec, got {type(spec).__name__}")
-        if spec.lang != "cuda":
-            raise SpecError(f"the pycuda runner compiles CUDA source, not {spec.lang!r}")
+        check_cuda_spec(spec, "pycuda")
         self.spec = spec
         self.device_id = device_id
         super().__init__(isolate=isolate, measure=measure, spec=spec, device_id=device_id, nvcc=nvcc, cache_dir=cache_dir)

@@ -46,6 +46,7 @@ from ..space import SearchSpace
 from ..space.searchspace import NEIGHBOUR_METHODS
 from .base import SearchGenerator, Strategy, check
 from .registry import register
+from .tpe import TPE
 
 NEIGHBOUR_CHOICES = ("auto",) + NEIGHBOUR_METHODS
 # "auto" switches from Hamming to the adjacent box when a Hamming neighbourhood averages fewer rows than this.
@@ -76,6 +77,10 @@ def _improves(value: float | None, reference: float, min_improvement: float = 0.
 def _check_improvement(value: object) -> None:
     check(_is_real(value) and 0 <= value < 1, "min_improvement",  # type: ignore[operator]
           f"must be a relative margin in [0, 1) (0.02 = a move must gain 2%), got {value!r}")
+
+
+def _check_improvement_rule(value: object) -> None:
+    check(value in ("first", "best"), "improvement", f"must be 'first' or 'best', got {value!r}")
 
 
 def _check_samples(value: object) -> None:
@@ -217,8 +222,7 @@ class MultiStartLocalSearch(_LocalSearch):
 
         def validate(self) -> None:
             _check_neighbour(self.neighbour)
-            check(self.improvement in ("first", "best"), "improvement",
-                  f"must be 'first' or 'best', got {self.improvement!r}")
+            _check_improvement_rule(self.improvement)
             _check_samples(self.start_samples)
             _check_improvement(self.min_improvement)
 
@@ -266,8 +270,7 @@ class IteratedLocalSearch(_LocalSearch):
 
         def validate(self) -> None:
             _check_neighbour(self.neighbour)
-            check(self.improvement in ("first", "best"), "improvement",
-                  f"must be 'first' or 'best', got {self.improvement!r}")
+            _check_improvement_rule(self.improvement)
             check(_is_int(self.perturbation) and 1 <= self.perturbation <= 100, "perturbation",
                   f"must be an integer number of random-walk steps in 1..100, got {self.perturbation!r}")
             check(self.acceptance in ("better", "equal", "always"), "acceptance",
@@ -413,8 +416,6 @@ class SimulatedAnnealing(_LocalSearch):
         self._model = None
         if not self.hp.guide:
             return (yield from self._anneal())
-        from .tpe import TPE  # the guide's model
-
         self._model = TPE(self.space, seed=None if self.seed is None else self.seed + 7919, bandwidth=0.0,
                           gamma=self.hp.guide_gamma)
         self._model.observed = self.observed
