@@ -71,6 +71,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures as cf
 import contextlib
+import dataclasses
 import gc
 import hashlib
 import importlib
@@ -869,6 +870,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=10, help="seeds per space and strategy (default 10)")
     p.add_argument("--seed0", type=int, default=0, help="first seed (default 0)")
     p.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
+    p.add_argument("--budget-cap", type=int, default=None,
+                   help="score every space with budget min(B, CAP): the small-budget regime on every space "
+                        "(the metric is defined for any budget; anchors are cached per budget)")
     p.add_argument("--json", type=Path, default=None, help="write everything as JSON here")
     p.add_argument("--sequences", type=Path, default=None, help="write every run's evaluation order as JSONL here")
     p.add_argument("--anchor-cache", type=Path, default=DEFAULT_ANCHOR_CACHE,
@@ -911,6 +915,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not spaces:
         _log("skipped: no space could be loaded")
         return 0
+    if args.budget_cap is not None:
+        if args.budget_cap < 1:
+            _log(f"--budget-cap must be a positive number of evaluations, got {args.budget_cap}")
+            return 2
+        spaces = [dataclasses.replace(sp, budget=min(sp.budget, args.budget_cap)) for sp in spaces]
     seeds = list(range(args.seed0, args.seed0 + args.runs))
     _log(f"{len(spaces)} spaces, {len(specs)} strategies, {len(seeds)} seeds: {', '.join(s.label for s in specs)}")
 

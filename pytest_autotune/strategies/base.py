@@ -56,6 +56,9 @@ class Strategy:
     # Strategies steered by hardware counters set this; the tuner then hands them
     # ``profiler(params) -> {counter: value}`` (a runner's ``profile``) before the search.
     requires_profiling: ClassVar[bool] = False
+    # Strategies that pick up where another left off (start from, and learn from, what is already in
+    # ``observed``) set this; only they can be the second phase of a ``chain``.
+    continues_from_observations: ClassVar[bool] = False
 
     def __init__(self, space: SearchSpace, seed: int | None = None, **hyperparameters: Any):
         self.space = space

@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Generator
+from typing import Generator, Optional
 
 import numpy as np
 
@@ -51,6 +51,8 @@ from .tpe import TPE
 NEIGHBOUR_CHOICES = ("auto",) + NEIGHBOUR_METHODS
 # "auto" switches from Hamming to the adjacent box when a Hamming neighbourhood averages fewer rows than this.
 AUTO_MIN_HAMMING = 8
+# What a stale annealing walk does: go back to the best point (while it has unevaluated neighbours) or start afresh.
+STALE_RESTARTS = ("best", "fresh")
 # Cached neighbour lists per search (bounded: adjacent boxes can hold thousands of rows on GEMM-like spaces).
 NEIGHBOUR_CACHE = 4096
 
@@ -335,8 +337,9 @@ class IteratedLocalSearch(_LocalSearch):
 class SimulatedAnnealing(_LocalSearch):
     """Simulated annealing over valid neighbours with a temperature schedule tied to the budget.
 
-    Starts from the best of ``start_samples`` random configurations. Each
-    step proposes a random unevaluated neighbour of the current point and
+    Starts from the best of ``start_samples`` random configurations, or, when
+    the strategy already holds observations (the first phase of a
+    :class:`~.chain.Chain`), from the best of those. Each step proposes a random unevaluated neighbour of the current point and
     moves there when it is better, or with probability
     ``exp(-(new - current) / |current| / T)`` when worse; a failure is never
     accepted. ``T`` falls geometrically from ``t_start`` to ``t_end`` over
@@ -368,9 +371,20 @@ class SimulatedAnnealing(_LocalSearch):
     that neighbourhood highly (0.592 vs 0.575 on seeds 0-19, 0.583 vs 0.568
     on seeds 20-39; 0.3: 0.582 on seeds 20-39). Benchmark: see the ``auto``
     module.
+
+    Restarts (defaults keep the behaviour above): ``stale_gain`` (default 0)
+    is the relative gain of the best that counts as progress for
+    ``restart_after``; with 0 any gain does, so on a flat parameter (pnpoly's
+    ``block_size_x``) noise-sized "improvements" keep a trapped walk from ever
+    restarting. ``stale_restart``: ``"best"`` (default) sends a stale walk
+    back to the best point while that has unevaluated neighbours, which on
+    such spaces is the trap itself; ``"fresh"`` starts it from
+    ``restart_samples`` (default: ``start_samples``) new random
+    configurations. ``auto`` uses 0.02 / ``"fresh"`` / 12.
     """
 
     name = "simulated_annealing"
+    continues_from_observations = True
 
     @dataclass
     class Hyperparameters:
@@ -382,9 +396,19 @@ class SimulatedAnnealing(_LocalSearch):
         guide: bool = False
         guide_probability: float = 0.5
         guide_gamma: float = 0.2
+        stale_gain: float = 0.0
+        stale_restart: str = "best"
+        restart_samples: Optional[int] = None
 
         def validate(self) -> None:
             _check_neighbour(self.neighbour)
+            check(_is_real(self.stale_gain) and 0 <= self.stale_gain < 1, "stale_gain",
+                  f"must be a relative gain in [0, 1) (0.02 = the best must improve by 2% to count as progress), "
+                  f"got {self.stale_gain!r}")
+            check(self.stale_restart in STALE_RESTARTS, "stale_restart",
+                  f"must be one of {', '.join(STALE_RESTARTS)}, got {self.stale_restart!r}")
+            check(self.restart_samples is None or (_is_int(self.restart_samples) and 1 <= self.restart_samples <= 1000),
+                  "restart_samples", f"must be None (= start_samples) or an integer in 1..1000, got {self.restart_samples!r}")
             check(isinstance(self.guide, (bool, np.bool_)), "guide", f"must be true or false, got {self.guide!r}")
             check(_is_real(self.guide_probability) and 0 <= self.guide_probability <= 1, "guide_probability",
                   f"must be a probability in [0, 1], got {self.guide_probability!r}")
@@ -420,6 +444,8 @@ class SimulatedAnnealing(_LocalSearch):
                           gamma=self.hp.guide_gamma)
         self._model.observed = self.observed
         self._model.start_model()
+        for row, value in list(self.observed.items()):  # what a chain's earlier phase saw
+            self._model.observe(int(row), value)
         walk = self._anneal()
         try:
             proposal = next(walk)
@@ -441,7 +467,10 @@ class SimulatedAnnealing(_LocalSearch):
 
     def _anneal(self) -> SearchGenerator:
         patience = int(math.ceil(self.hp.restart_after * self.budget)) if self.hp.restart_after > 0 else 0
-        state = yield from self._fresh_start(self.hp.start_samples)
+        gain = self.hp.stale_gain
+        restart_samples = self.hp.start_samples if self.hp.restart_samples is None else self.hp.restart_samples
+        # Observations made before this search (a chain's first phase): start from their best.
+        state = self.best if self.best is not None else (yield from self._fresh_start(self.hp.start_samples))
         if state is None:
             return
         cur, cur_v = state
@@ -453,19 +482,20 @@ class SimulatedAnnealing(_LocalSearch):
                 if stale:
                     best_at = len(self.observed)
                 best = self.best
-                if best is not None and best[0] != cur and self._split(self.neighbours(best[0]))[0]:
+                if (not stale or self.hp.stale_restart == "best") and best is not None and best[0] != cur \
+                        and self._split(self.neighbours(best[0]))[0]:
                     cur, cur_v = best
                     continue
-                state = yield from self._fresh_start(self.hp.start_samples)
+                state = yield from self._fresh_start(restart_samples)
                 if state is None:
                     return
                 cur, cur_v = state
-                if cur_v < best_v:
+                if _improves(cur_v, best_v, gain):
                     best_v, best_at = cur_v, len(self.observed)
                 continue
             n = self._next_neighbour(todo)
             v = yield n
-            if v is not None and v < best_v:
+            if _improves(v, best_v, gain):
                 best_v, best_at = v, len(self.observed)
             if self._accept(v, cur_v):
                 cur, cur_v = n, float(v)  # type: ignore[arg-type]

@@ -58,6 +58,18 @@ def validate_strategy_spec(spec: StrategySpec) -> tuple[str, dict[str, Any]]:
     return name, hyper
 
 
+def check_nested_spec(field: str, spec: object) -> type[Strategy]:
+    """Validate a strategy given as a hyperparameter of another (``auto``'s choice, a chain's phases)."""
+    if not (isinstance(spec, Mapping) and "name" in spec):
+        raise StrategyError(f"hyperparameter {field!r}: must be a dict with a 'name' (and hyperparameters), got {spec!r}")
+    try:
+        cls = strategy_class(str(spec["name"]))
+        cls.Hyperparameters(**{k: v for k, v in spec.items() if k != "name"}).validate()
+    except (TypeError, StrategyError) as exc:
+        raise StrategyError(f"hyperparameter {field!r}: {exc}") from None
+    return cls
+
+
 def make_strategy(spec: StrategySpec, space: SearchSpace, seed: int | None = None) -> Strategy:
     """A ready strategy instance for ``space`` from a name, a dict, or an instance."""
     if isinstance(spec, Strategy):
