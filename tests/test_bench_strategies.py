@@ -255,6 +255,23 @@ def test_cli_end_to_end(tmp_path, capsys):
                 assert again["results"][space][label]["scores"] == per[label]["scores"]
 
 
+def test_budget_cap_scores_every_space_on_the_smaller_budget(tmp_path, capsys):
+    rng = np.random.default_rng(3)
+    root = tmp_path / "spaces"
+    write_t1_t4(root, rng)
+    out = tmp_path / "out.json"
+    base = ["--spaces", str(root), "--strategies", "random", "--runs", "2", "--jobs", "1", "--no-anchor-cache"]
+    assert bench.main(base + ["--json", str(out)]) == 0
+    full = json.loads(out.read_text())["spaces"]["toy_FakeGPU"]["budget"]
+    assert full > 3
+    assert bench.main(base + ["--json", str(out), "--budget-cap", "3"]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["spaces"]["toy_FakeGPU"]["budget"] == 3
+    assert doc["results"]["toy_FakeGPU"]["random"]["evaluations"] == [3, 3]  # random search spends the budget
+    assert bench.main(base + ["--budget-cap", "0"]) == 2
+    assert "--budget-cap" in capsys.readouterr().err
+
+
 def test_cli_skips_missing_folder(tmp_path, capsys):
     assert bench.main(["--spaces", str(tmp_path / "absent"), "--strategies", "random"]) == 0
     assert "skipped" in capsys.readouterr().err
