@@ -44,17 +44,18 @@ comparison):
   independent-parameter guide (0.526), round-robin and bandit portfolios
   (0.45-0.48), jumps proposed by an independent TPE (0.577-0.600 vs 0.592).
 * Final tables (Kernel Tuner and Optuna in the same runs): seeds 0-19 auto
-  0.711 +/- 0.019 against Kernel Tuner's best (genetic_algorithm) 0.463;
-  seeds 20-39 0.712 +/- 0.017 against 0.446 (diff_evo); seeds 40-59, used
-  for nothing else, 0.684 +/- 0.027 against 0.525 (pso). Cut to 25 / 50
-  evaluations: auto 0.215 / 0.354, tpe 0.224 / 0.328, bayes 0.201 / 0.181,
+  0.708 +/- 0.019 against Kernel Tuner's best (genetic_algorithm) 0.463;
+  seeds 20-39 0.708 +/- 0.019 against 0.446 (diff_evo); seeds 40-59, used
+  for nothing else, 0.685 +/- 0.027 against 0.525 (pso). Cut to 25 / 50
+  evaluations: auto 0.199 / 0.338, tpe 0.224 / 0.328, bayes 0.205 / 0.184,
   Kernel Tuner's best 0.111 / 0.112.
 * Per space against the references: best or within one SE on 10, 11 and 9
   of the 13 measured spaces in those three seed sets, never significantly
   worse than the best of them (Welch, one-sided p < 0.05).
-* Where it is still weak: pnpoly (0.55-0.78; shrinking sample 0.76-0.99,
-  Optuna 0.65-0.81), the 46-evaluation MI250X space (0.0-0.31; Kernel
-  Tuner's GA / DE / PSO 0.32-0.43) and the two KTT spaces against tpe.
+* Where it is still weak: pnpoly on the 2080 Ti and 3090 (0.55-0.67;
+  shrinking sample 0.82-0.87, Kernel Tuner's firefly / pso and Optuna
+  0.66-0.81) and the 46-evaluation MI250X space (0.00-0.28; Kernel Tuner's
+  GA / DE / PSO 0.32-0.43).
 """
 from __future__ import annotations
 
