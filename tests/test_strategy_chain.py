@@ -140,3 +140,63 @@ def test_auto_is_the_documented_chain_and_shares_one_record(space):
     assert chain.observed is strategy.observed
     assert all(phase.observed is strategy.observed for phase in chain.phases)
     assert len(strategy.observed) == 79  # the 80th evaluation ends the run before it is told
+
+
+@pytest.fixture
+def test_strategy():
+    """Register a throwaway strategy class for one test."""
+    from pytest_autotune.strategies import registry
+
+    added = []
+
+    def add(cls):
+        added.append(registry.register(cls).name)
+        return cls
+
+    yield add
+    for name in added:
+        registry._REGISTRY.pop(name, None)
+
+
+def test_chain_and_auto_hand_the_profiler_to_a_phase_that_needs_it(space, test_strategy):
+    """A counter-steered first phase gets the tuner's profiler through ``auto`` and the chain."""
+    from pytest_autotune.strategies.base import Strategy
+
+    @test_strategy
+    class Profiled(Strategy):
+        name = "test_profiled"
+        requires_profiling = True
+
+        def search(self):
+            for row in range(0, len(self.space), 11):
+                self.profiler(self.space.get(row))
+                yield row
+
+    spec = {"name": "chain", "first": {"name": "test_profiled"}, "evaluations": 5}
+    assert make_strategy(spec, space, seed=0).requires_profiling
+    assert not make_strategy("chain", space).requires_profiling
+    auto = make_strategy({"name": "auto", "choice": spec}, space, seed=0)
+    assert auto.requires_profiling
+    seen = []
+    auto.profiler = seen.append
+    Evaluator(space, bowl(space), budget=12).run(auto)
+    assert len(seen) == 5 and auto.delegate.phases[0].profiler == seen.append
+
+
+def test_first_phase_counts_new_configurations_not_repeats(space, test_strategy):
+    """A first phase that re-proposes an evaluated row (free) still gets its full share of new evaluations."""
+    from pytest_autotune.strategies.base import Strategy
+
+    @test_strategy
+    class Repeater(Strategy):
+        name = "test_repeater"
+
+        def search(self):
+            for row in range(0, len(self.space), 7):
+                yield row
+                yield row  # asking again is free
+
+    chain = make_strategy({"name": "chain", "first": {"name": "test_repeater"}, "evaluations": 6}, space, seed=0)
+    rows = [r.row for r in Evaluator(space, bowl(space), budget=20).run(chain).records]
+    assert rows[:6] == list(range(0, 42, 7))  # six new configurations, then the walk
+    assert len(rows) == 20 and len(set(rows)) == 20

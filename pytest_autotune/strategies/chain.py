@@ -23,9 +23,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from .base import SearchGenerator, Strategy, check
 from .local import _is_int
-from .registry import check_nested_spec, register, strategy_class, available_strategies
+from .registry import available_strategies, check_nested_spec, register, strategy_class
 
 
 # The benchmark's best second phase (see the ``auto`` module): guided annealing that restarts afresh when stale.
@@ -64,18 +66,22 @@ class Chain(Strategy):
         for i, spec in enumerate((self.hp.first, self.hp.then)):
             spec = dict(spec)
             self.phases.append(strategy_class(spec.pop("name"))(space, seed=None if seed is None else seed + i, **spec))
+        self.requires_profiling = any(phase.requires_profiling for phase in self.phases)
 
     def search(self) -> SearchGenerator:
         first, then = self.phases
-        first.observed = then.observed = self.observed  # one record of what has been seen (set late: auto rebinds it)
+        for phase in self.phases:  # set late: auto rebinds ``observed``, the tuner sets ``profiler``
+            phase.observed, phase.profiler = self.observed, self.profiler
         first.budget = min(self.budget, int(self.hp.evaluations))
         if first.budget > 0:
             phase = first.search()
+            spent = 0  # new configurations proposed (a re-proposed evaluated row is free)
             try:
                 proposal = next(phase)
                 while True:
+                    spent += not isinstance(proposal, (int, np.integer)) or int(proposal) not in self.observed
                     value = yield proposal
-                    if len(self.observed) >= first.budget:
+                    if spent >= first.budget:
                         break
                     proposal = phase.send(value)
             except StopIteration:

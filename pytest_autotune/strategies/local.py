@@ -339,15 +339,15 @@ class SimulatedAnnealing(_LocalSearch):
 
     Starts from the best of ``start_samples`` random configurations, or, when
     the strategy already holds observations (the first phase of a
-    :class:`~.chain.Chain`), from the best of those. Each step proposes a random unevaluated neighbour of the current point and
-    moves there when it is better, or with probability
-    ``exp(-(new - current) / |current| / T)`` when worse; a failure is never
-    accepted. ``T`` falls geometrically from ``t_start`` to ``t_end`` over
-    the evaluation budget (``T = t_start (t_end / t_start) ** (evaluations /
-    budget)``), so the walk explores early and is greedy at the end whatever
-    the budget. Evaluated neighbours are never proposed again. When the
-    current point has no unevaluated neighbour left, or the best has not
-    improved for ``restart_after`` x budget evaluations, the walk restarts:
+    :class:`~.chain.Chain`), from the best of those. Each step proposes a
+    random unevaluated neighbour of the current point and moves there when it
+    is better, or with probability ``exp(-(new - current) / |current| / T)``
+    when worse; a failure is never accepted. ``T`` falls geometrically from
+    ``t_start`` to ``t_end`` over the evaluation budget (``T = t_start (t_end
+    / t_start) ** (evaluations / budget)``), so the walk explores early and is
+    greedy at the end whatever the budget. Evaluated neighbours are never
+    proposed again. When the current point has no unevaluated neighbour
+    left, or the best has not improved for ``restart_after`` x budget evaluations, the walk restarts:
     from the best point found when that still has unevaluated neighbours,
     else from fresh random configurations.
 
