@@ -886,6 +886,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error("--runs must be at least 1")
     if args.runs < 10:
         _log(f"note: {args.runs} seeds per space; use --runs 10 or more for numbers worth reporting")
+    if args.budget_cap is not None and args.budget_cap < 1:
+        _log(f"--budget-cap must be a positive number of evaluations, got {args.budget_cap}")
+        return 2
     for mod in args.imports:
         importlib.import_module(mod)
     try:
@@ -916,9 +919,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         _log("skipped: no space could be loaded")
         return 0
     if args.budget_cap is not None:
-        if args.budget_cap < 1:
-            _log(f"--budget-cap must be a positive number of evaluations, got {args.budget_cap}")
-            return 2
         spaces = [dataclasses.replace(sp, budget=min(sp.budget, args.budget_cap)) for sp in spaces]
     seeds = list(range(args.seed0, args.seed0 + args.runs))
     _log(f"{len(spaces)} spaces, {len(specs)} strategies, {len(seeds)} seeds: {', '.join(s.label for s in specs)}")

@@ -5,42 +5,27 @@ import numpy as np
 import pytest
 
 from pytest_autotune.evaluator import Evaluator
-from pytest_autotune.results import FailureKind, Measurement
+from pytest_autotune.results import Measurement
 from pytest_autotune.space import SearchSpace
 from pytest_autotune.strategies.base import StrategyError
 from pytest_autotune.strategies.local import (IteratedLocalSearch, MultiStartLocalSearch, SimulatedAnnealing,
                                               resolve_neighbour)
 from pytest_autotune.strategies.registry import make_strategy, validate_strategy_spec
 
+import strategy_fixtures
+from strategy_fixtures import TARGET, bowl
+
 NAMES = ["simulated_annealing", "mls", "ils"]
 
 
 @pytest.fixture(scope="module")
 def sparse_space() -> SearchSpace:
-    """About a third of a 4,096-point Cartesian product is valid (restrictions across parameters)."""
-    params = {"a": list(range(8)), "b": list(range(8)), "c": [1, 2, 4, 8, 16, 32, 64, 128], "d": list(range(8))}
-    return SearchSpace(params, ["a + b <= 9", "c * (d + 1) <= 256", "(a + d) % 3 != 1"])
+    return strategy_fixtures.sparse_space()
 
 
 @pytest.fixture(scope="module")
 def box_space() -> SearchSpace:
     return SearchSpace({"a": list(range(8)), "b": list(range(8)), "c": list(range(8))})
-
-
-TARGET = np.array([6, 2, 3, 3])  # valid in sparse_space: 6 + 2 <= 9, 8 * 4 <= 256, (6 + 3) % 3 == 0
-
-
-def bowl(space: SearchSpace, fail=None):
-    """Separable bowl over value indices (optimum at TARGET); ``fail(v)`` True makes a configuration fail."""
-    target = TARGET[: space.n_params]
-
-    def objective(params):
-        v = space.value_indices(params)
-        if fail is not None and fail(v):
-            return Measurement.failed(params, FailureKind.RUNTIME, "synthetic failure")
-        return Measurement(params, value=1.0 + float(np.sum((v - target) ** 2)))
-
-    return objective
 
 
 def run(space, spec, budget, seed=0, objective=None):

@@ -16,6 +16,8 @@ from pytest_autotune.strategies import _acquisition as acq
 from pytest_autotune.strategies.bayes import BayesianOptimization, PoolGP
 import pytest_autotune.strategies.simple  # noqa: F401  (registers random)
 
+from strategy_fixtures import measured
+
 
 # -- fixtures ------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
@@ -30,11 +32,7 @@ def bowl(p) -> float:
 
 
 def objective(fail=lambda p: False):
-    def f(params):
-        if fail(params):
-            return Measurement.failed(params, FailureKind.RUNTIME)
-        return Measurement(params, value=bowl(params))
-    return f
+    return measured(bowl, fail)
 
 
 def run(space, budget, seed=0, fail=lambda p: False, **hp):

@@ -5,27 +5,16 @@ import numpy as np
 import pytest
 
 from pytest_autotune.evaluator import Evaluator
-from pytest_autotune.results import Measurement
 from pytest_autotune.space import SearchSpace
 from pytest_autotune.strategies.auto import DEFAULT_CHOICE
 from pytest_autotune.strategies.base import StrategyError
 from pytest_autotune.strategies.registry import make_strategy, validate_strategy_spec
 
-TARGET = np.array([6, 2, 3, 3])
-
+from strategy_fixtures import bowl, sparse_space
 
 @pytest.fixture(scope="module")
 def space() -> SearchSpace:
-    params = {"a": list(range(8)), "b": list(range(8)), "c": [1, 2, 4, 8, 16, 32, 64, 128], "d": list(range(8))}
-    return SearchSpace(params, ["a + b <= 9", "c * (d + 1) <= 256", "(a + d) % 3 != 1"])
-
-
-def bowl(space: SearchSpace):
-    def objective(params):
-        v = space.value_indices(params)
-        return Measurement(params, value=1.0 + float(np.sum((v - TARGET) ** 2)))
-
-    return objective
+    return sparse_space()
 
 
 def rows_of(space, spec, budget, seed=0):

@@ -7,12 +7,14 @@ import numpy as np
 import pytest
 
 from pytest_autotune.evaluator import Evaluator
-from pytest_autotune.results import FailureKind, Measurement
+from pytest_autotune.results import Measurement
 from pytest_autotune.space import SearchSpace
 from pytest_autotune.strategies.base import StrategyError
 from pytest_autotune.strategies.registry import make_strategy
 from pytest_autotune.strategies.simple import RandomSearch
 from pytest_autotune.strategies.tpe import TPE, kernel_tables
+
+from strategy_fixtures import measured
 
 
 @pytest.fixture(scope="module")
@@ -28,11 +30,7 @@ def bowl(p) -> float:
 
 
 def objective(fail=lambda p: False):
-    def f(params):
-        if fail(params):
-            return Measurement.failed(params, FailureKind.RUNTIME)
-        return Measurement(params, value=bowl(params))
-    return f
+    return measured(bowl, fail)
 
 
 def drive(strategy, space, budget, fail=lambda p: False):

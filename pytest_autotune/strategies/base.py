@@ -16,7 +16,7 @@ their own view of what they have seen in :attr:`Strategy.observed`.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, ClassVar, Generator, Iterable, Union
+from typing import Any, Callable, ClassVar, Generator, Iterable, Sequence, Union
 
 import numpy as np
 
@@ -42,6 +42,10 @@ def check(condition: bool, field: str, message: str) -> None:
     """Validation helper for hyperparameter dataclasses."""
     if not condition:
         raise StrategyError(f"hyperparameter {field!r}: {message}")
+
+
+def check_choice(value: object, field: str, choices: Sequence[str]) -> None:
+    check(value in choices, field, f"must be one of {', '.join(map(repr, choices))}, got {value!r}")
 
 
 class Strategy:

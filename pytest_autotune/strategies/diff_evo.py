@@ -5,8 +5,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .base import SearchGenerator
-from .genetic import (Candidate, EvolutionaryStrategy, check_bool, check_choice, check_number, check_population,
+from .base import SearchGenerator, check_choice
+from .genetic import (Candidate, EvolutionaryStrategy, check_bool, check_number, check_population,
                       scaled_population)
 from .registry import register
 

@@ -52,11 +52,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Generator, Sequence, Union
+from typing import Generator, Union
 
 import numpy as np
 
-from .base import SearchGenerator, Strategy, check
+from .base import SearchGenerator, Strategy, check, check_choice
 from .registry import register
 
 PENALTY = math.inf  # selection fitness of a failed or invalid candidate: worse than any observed value
@@ -87,10 +87,6 @@ def check_int(value: object, field: str, minimum: int) -> None:
 
 def check_bool(value: object, field: str) -> None:
     check(isinstance(value, (bool, np.bool_)), field, f"must be true or false, got {value!r}")
-
-
-def check_choice(value: object, field: str, choices: Sequence[str]) -> None:
-    check(value in choices, field, f"must be one of {', '.join(map(repr, choices))}, got {value!r}")
 
 
 def scaled_population(budget: int, factor: float, lo: int, hi: int) -> int:

@@ -44,7 +44,7 @@ import numpy as np
 
 from ..space import SearchSpace
 from ..space.searchspace import NEIGHBOUR_METHODS
-from .base import SearchGenerator, Strategy, check
+from .base import SearchGenerator, Strategy, check, check_choice
 from .registry import register
 from .tpe import TPE
 
@@ -405,8 +405,7 @@ class SimulatedAnnealing(_LocalSearch):
             check(_is_real(self.stale_gain) and 0 <= self.stale_gain < 1, "stale_gain",
                   f"must be a relative gain in [0, 1) (0.02 = the best must improve by 2% to count as progress), "
                   f"got {self.stale_gain!r}")
-            check(self.stale_restart in STALE_RESTARTS, "stale_restart",
-                  f"must be one of {', '.join(STALE_RESTARTS)}, got {self.stale_restart!r}")
+            check_choice(self.stale_restart, "stale_restart", STALE_RESTARTS)
             check(self.restart_samples is None or (_is_int(self.restart_samples) and 1 <= self.restart_samples <= 1000),
                   "restart_samples", f"must be None (= start_samples) or an integer in 1..1000, got {self.restart_samples!r}")
             check(isinstance(self.guide, (bool, np.bool_)), "guide", f"must be true or false, got {self.guide!r}")
@@ -470,7 +469,7 @@ class SimulatedAnnealing(_LocalSearch):
         gain = self.hp.stale_gain
         restart_samples = self.hp.start_samples if self.hp.restart_samples is None else self.hp.restart_samples
         # Observations made before this search (a chain's first phase): start from their best.
-        state = self.best if self.best is not None else (yield from self._fresh_start(self.hp.start_samples))
+        state = self.best or (yield from self._fresh_start(self.hp.start_samples))
         if state is None:
             return
         cur, cur_v = state

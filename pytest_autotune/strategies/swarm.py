@@ -15,8 +15,8 @@ from typing import Any, Generator
 
 import numpy as np
 
-from .base import SearchGenerator
-from .genetic import (Candidate, EvalGen, EvolutionaryStrategy, check_bool, check_choice, check_int, check_number,
+from .base import SearchGenerator, check_choice
+from .genetic import (Candidate, EvalGen, EvolutionaryStrategy, check_bool, check_int, check_number,
                       check_population, scaled_population)
 from .registry import register
 
