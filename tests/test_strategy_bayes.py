@@ -14,6 +14,7 @@ from pytest_autotune.strategies.base import StrategyError
 from pytest_autotune.strategies.registry import make_strategy, validate_strategy_spec
 from pytest_autotune.strategies import _acquisition as acq
 from pytest_autotune.strategies.bayes import BayesianOptimization, PoolGP
+from pytest_autotune.strategies._feasibility import FailureModel
 import pytest_autotune.strategies.simple  # noqa: F401  (registers random)
 
 from strategy_fixtures import measured
@@ -243,6 +244,41 @@ def test_failures_never_enter_the_gp(space):
             assert sum(r.value is not None for r in initial) == 16 < len(initial)
 
 
+def test_failure_model_rates_rows_near_failures_higher():
+    X = np.linspace(0.0, 1.0, 11)[:, None]
+    model = FailureModel(X, Matern(length_scale=0.2, nu=1.5, length_scale_bounds="fixed"))
+    for row in (0, 1, 2, 3):
+        model.observe(row, failed=False)
+    assert model.failure_probability(np.arange(11)) is None  # nothing failed: the search is left as it was
+    model.observe(10, failed=True)
+    p = model.failure_probability(np.arange(11))
+    rate = (1 + 1) / (5 + 2)
+    assert np.all((p > 0) & (p < 1))
+    assert p[10] > 0.5 > rate > p[0]  # a failure's neighbourhood is likely to fail, the successes' is not
+    assert np.all(np.diff(p[1:]) > 0)  # rising from the successes towards the failure
+    assert p[6] == pytest.approx(rate, abs=0.15)  # far from both: close to the global rate
+
+
+@pytest.mark.parametrize("region", ["corner", "band"])
+def test_failure_model_steers_away_from_a_failing_region(space, region):
+    """Failures never enter the GP, so without the failure model EI keeps proposing a failing region."""
+    fail = {"corner": lambda p: p["x"] >= 14 and p["y"] <= 6, "band": lambda p: p["x"] >= 15}[region]
+    for mode in ("ei", "lcb"):
+        failed, best = {}, {}
+        for on in (False, True):
+            runs = [run(space, 40, seed=seed, fail=fail, acquisition=mode, failure_model=on)[1] for seed in range(4)]
+            failed[on] = np.mean([sum(r.value is None for r in h.records) for h in runs])
+            best[on] = np.mean([h.best.value for h in runs])
+        assert failed[True] < 0.7 * failed[False], (mode, failed)
+        assert best[True] <= best[False] + 1e-9, (mode, best)
+
+
+def test_failure_model_changes_nothing_without_failures(space):
+    on = run(space, 40, seed=3)[1]
+    off = run(space, 40, seed=3, failure_model=False)[1]
+    assert [r.row for r in on.records] == [r.row for r in off.records]
+
+
 def test_exhausts_a_small_space_without_stopping_early():
     small = SearchSpace({"a": [1, 2, 3, 4, 5], "b": [1, 2, 3, 4]}, ["a * b != 6"])
     for mode in MODES:
@@ -333,6 +369,7 @@ def test_beats_random_on_a_smooth_objective(space, mode):
     ("order", ["ei", "ei"]), ("order", []), ("order", ["ucb"]), ("skip_threshold", 0),
     ("required_improvement", 1.0), ("discount", 0.0), ("max_candidates", 4), ("neighbourhood", -1),
     ("max_train", 2), ("initial_samples", 2.5), ("exploration", float("nan")), ("cv_statistic", "var"),
+    ("failure_model", 1), ("failure_lengthscale", 0.0), ("failure_lengthscale", None),
 ])
 def test_hyperparameter_validation_names_the_field(space, field, value):
     with pytest.raises(StrategyError, match=repr(field)):

@@ -12,13 +12,23 @@ Optimization for auto-tuning GPU kernels" (PMBS 2021; Kernel Tuner's
 * the surrogate is a Gaussian process with a fixed Matérn kernel from
   scikit-learn (nu = 3/2, length scale 1.5 with contextual variance, 2
   without), observations standardised (``normalize_y``); failed
-  configurations never enter the model, they are only marked evaluated;
+  configurations never enter the GP (they have no value to give it);
 * the initial sample is a maximin Latin hypercube (20 points, scaled down for
   small budgets); failed initial points are replaced by random ones until the
   initial sample has that many valid observations;
 * acquisition functions EI, PI (``poi``) and LCB with the contextual-variance
   exploration factor, alone or as the ``multi`` / ``advanced_multi``
   portfolios (see :mod:`._acquisition`).
+
+One addition to the published method (``failure_model``, default on; off is
+the method as published): a separate model of where configurations fail
+(:mod:`._feasibility`, a kernel-weighted failure rate, length scale
+``failure_lengthscale``) weights EI and PI by the predicted chance that a
+candidate runs, and no candidate more likely to fail than to run is proposed
+while others are left. Without it the GP, blind to failures, keeps proposing
+a failing region that looks promising: on pnpoly 64-72% of the first 20
+evaluations failed (8% of the space does), on the KTT convolution 37-39%
+(22%). Until something fails it changes nothing.
 
 Per-step cost. The GP posterior is not refitted from scratch: the strategy
 keeps the exact posterior of a candidate pool and updates it in O(n m) per
@@ -73,6 +83,7 @@ from scipy.linalg.blas import dtrsm, dtrsv
 
 from ._acquisition import (ACQUISITION_FUNCTIONS, AdvancedMultiPortfolio, MultiPortfolio, acquisition_scores,
                            contextual_variance)
+from ._feasibility import FailureModel
 from ..space import SearchSpace
 from .base import SearchGenerator, Strategy, check
 from .registry import register
@@ -309,6 +320,8 @@ class BayesianOptimization(Strategy):
         max_candidates: int = 8192  # candidate pool size on larger spaces (pruning)
         neighbourhood: int = 3  # pruned spaces: Hamming neighbours of this many best points join the pool
         max_train: int = 1024  # observations in the GP; near it the model shrinks to the best 3/8 + newest 1/8
+        failure_model: bool = True  # weight the acquisition by the predicted chance a candidate runs (_feasibility)
+        failure_lengthscale: float = 0.3  # Matérn length scale of that failure model (encoded space)
 
         def validate(self) -> None:
             def real(v: object) -> bool:
@@ -354,6 +367,10 @@ class BayesianOptimization(Strategy):
                   f"must be an integer >= 0, got {self.neighbourhood!r}")
             check(integer(self.max_train) and self.max_train >= 16, "max_train",
                   f"must be an integer >= 16, got {self.max_train!r}")
+            check(isinstance(self.failure_model, (bool, np.bool_)), "failure_model",
+                  f"must be true or false, got {self.failure_model!r}")
+            check(real(self.failure_lengthscale) and self.failure_lengthscale > 0, "failure_lengthscale",
+                  f"must be a positive number, got {self.failure_lengthscale!r}")
 
     def __init__(self, space: SearchSpace, seed: int | None = None, **hyperparameters: Any):
         super().__init__(space, seed=seed, **hyperparameters)
@@ -395,6 +412,9 @@ class BayesianOptimization(Strategy):
         self.gp = PoolGP(X, kernel, self.hp.noise, capacity, standardize=self.hp.normalize_y != "none",
                          train_capacity=train_capacity)
         self.log_outputs = self.hp.normalize_y == "log"
+        self.failure_model = FailureModel(X, self._matern(length_scale=float(self.hp.failure_lengthscale),
+                                                          nu=float(self.hp.nu), length_scale_bounds="fixed")) \
+            if self.hp.failure_model else None
         self.valid_values: list[float] = []  # raw objective values, in evaluation order
         self.sorted_values: list[float] = []
         self.observed_values: dict[int, float] = {}  # row -> raw value of every valid observation
@@ -495,7 +515,10 @@ class BayesianOptimization(Strategy):
         """Record an evaluation: the GP sees valid values only; the pool never holds evaluated rows."""
         row = int(row)
         self._pool_remove(row)
-        if value is None or not math.isfinite(value):
+        failed = value is None or not math.isfinite(value)
+        if self.failure_model is not None:
+            self.failure_model.observe(row, failed)
+        if failed:
             self.failed_rows.append(row)
         else:
             value = float(value)
@@ -625,6 +648,23 @@ class BayesianOptimization(Strategy):
         lam = self.exploration_factor()
         return gp.pool[: gp.m].copy(), mean, std, f_best, lam
 
+    def _scores(self, name: str, rows: np.ndarray, mean: np.ndarray, std: np.ndarray, f_best: float,
+                lam: float) -> np.ndarray:
+        """Acquisition scores of the pool, weighted by the chance each candidate runs (constrained EI).
+
+        EI and PI are multiplied by ``1 - P(fail)``; LCB, which can be
+        negative, is restricted to the candidates more likely to run than
+        fail (all of them when there are none).
+        """
+        scores = acquisition_scores(name, mean, std, f_best, lam)
+        p_fail = None if self.failure_model is None else self.failure_model.failure_probability(rows)
+        if p_fail is None:
+            return scores
+        if name != "lcb":
+            scores = scores * (1.0 - p_fail)
+        likely = p_fail < 0.5
+        return np.where(likely, scores, -np.inf) if likely.any() else scores
+
     def _ensure_pool(self) -> bool:
         if self.gp.m == 0 and self.pruned:
             self._pool_add(self._draw_outside_pool(self.gp.capacity))
@@ -659,7 +699,7 @@ class BayesianOptimization(Strategy):
     def _single(self, name: str) -> SearchGenerator:
         while self._ensure_pool():
             rows, mean, std, f_best, lam = self._snapshot()
-            j = int(np.argmax(acquisition_scores(name, mean, std, f_best, lam)))
+            j = int(np.argmax(self._scores(name, rows, mean, std, f_best, lam)))
             self.trace.append({"lambda": lam, "functions": (name,)})
             row = int(rows[j])
             value = yield row
@@ -680,7 +720,7 @@ class BayesianOptimization(Strategy):
             if not self._ensure_pool():
                 return
             rows, mean, std, f_best, lam = self._snapshot()
-            picks = {f: int(rows[int(np.argmax(acquisition_scores(names[f], mean, std, f_best, lam)))])
+            picks = {f: int(rows[int(np.argmax(self._scores(names[f], rows, mean, std, f_best, lam)))])
                      for f in port.active}
             self.trace.append({"lambda": lam, "functions": tuple(names[f] for f in port.active)})
             scores: dict[int, float] = {}
@@ -706,7 +746,7 @@ class BayesianOptimization(Strategy):
             self.trace.append({"lambda": lam, "functions": tuple(names[f] for f in port.active)})
             taken = np.zeros(len(rows), dtype=bool)
             for f in list(port.active):
-                scores = acquisition_scores(names[f], mean, std, f_best, lam)
+                scores = self._scores(names[f], rows, mean, std, f_best, lam)
                 scores[taken] = -np.inf
                 j = int(np.argmax(scores))
                 if taken[j]:

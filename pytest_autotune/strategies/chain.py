@@ -31,8 +31,8 @@ from .registry import available_strategies, check_nested_spec, register, strateg
 
 
 # The benchmark's best second phase (see the ``auto`` module): guided annealing that restarts afresh when stale.
-THEN = {"name": "simulated_annealing", "guide": True, "stale_gain": 0.02, "stale_restart": "fresh",
-        "restart_samples": 12}
+THEN = {"name": "simulated_annealing", "guide": True, "guide_probability": 0.75, "stale_gain": 0.02,
+        "stale_restart": "fresh", "restart_samples": 12}
 
 
 def _continuing() -> list[str]:
