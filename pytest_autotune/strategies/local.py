@@ -363,8 +363,10 @@ class SimulatedAnnealing(_LocalSearch):
     neighbour with the highest ``l(x) / g(x)`` instead of a random one; the
     acceptance rule, the restarts and the cooling stay as they are. The model
     learns which parameter values go with fast configurations across the
-    whole walk, which a random neighbour choice ignores; the random half of
-    the steps keeps the walk from following a misled model. The model's
+    whole walk, which a random neighbour choice ignores; the random steps
+    keep the walk from following a misled model. Inside ``auto``, where the
+    walk restarts afresh when stale, following the model on 75% of the
+    steps scored better (see the ``auto`` module). The model's
     good set is the best ``guide_gamma`` (default 0.2) of the successful
     observations, twice TPE's own default: the walk's observations cluster
     around its path, and a wider good set keeps the model from rating only
