@@ -88,3 +88,12 @@ def test_readme_starts_with_the_two_setup_commands() -> None:
     test_command = next(line.strip() for line in ci.splitlines() if "python -m pytest" in line)
     assert test_command in setup, "the README's test command and .ci/run must agree"
     assert "--autotune" in setup and "example_project" in setup
+
+
+def test_the_readme_imports_work():
+    """Every ``from pytest_autotune... import ...`` line the README shows imports (the top-level ``tune`` once did not)."""
+    lines = sorted({line.strip() for line in README.splitlines()
+                    if line.strip().startswith(("from pytest_autotune", "import pytest_autotune"))})
+    assert any("import tune" in line for line in lines)
+    for line in lines:
+        exec(compile(line, "README.md", "exec"), {})

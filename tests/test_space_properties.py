@@ -514,3 +514,12 @@ def test_lhs_gives_every_value_an_equal_share_end_values_included():
     pts = (np.arange(12)[:, None] + 0.5) / 12 * np.ones((1, 6))
     np.testing.assert_array_equal(np.bincount(space.bin_indices(pts)[:, 0], minlength=3), [4, 4, 4])
     np.testing.assert_array_equal(space.bin_indices(np.ones((1, 6))), [[2, 3, 4, 6, 10, 12]])
+
+
+def test_categorical_marks_parameters_whose_values_are_not_numbers():
+    space = SearchSpace({"n": [1, 2, 4], "f": [0.5, 1.5], "flag": [True, False], "order": ["ijk", "kij"],
+                         "mixed": [1, "two"]})
+    assert space.categorical.tolist() == [False, False, False, True, True]
+    listed = SearchSpace.from_configurations({"order": ["ijk", "kij"], "n": [1, 2]},
+                                             [{"order": "ijk", "n": 1}, {"order": "kij", "n": 2}])
+    assert listed.categorical.tolist() == [True, False]

@@ -2,29 +2,15 @@
 import numpy as np
 import pytest
 
-from example_kernels import kernel_path, matmul_reference, rng, stencil_reference
+from example_kernels import (MATMUL_N, MATMUL_PARAMS, MATMUL_RESTRICTIONS, kernel_path, matmul_problem, rng,
+                             stencil_reference)
 
-N = 192  # matrix size: large enough that loop order and blocking matter, small enough to tune quickly
 
-
-@pytest.mark.tune(
-    params={
-        "BLOCK_I": [8, 16, 32, 64, N],
-        "BLOCK_J": [16, 32, 64, N],
-        "BLOCK_K": [8, 16, 32, 64, N],
-        "UNROLL": [1, 4],
-        "LOOP_ORDER": ["ijk", "ikj", "jik", "jki", "kij", "kji"],
-    },
-    # keep a block of A and a block of B within a 256 KiB L2-sized budget
-    restrictions=["(BLOCK_I * BLOCK_K + BLOCK_K * BLOCK_J) * 4 <= 262144"],
-    budget=40,
-)
+@pytest.mark.tune(params=MATMUL_PARAMS, restrictions=MATMUL_RESTRICTIONS, budget=40)
 def test_blocked_matmul(autotune):
-    a = rng(1).random((N, N), dtype=np.float32)
-    b = rng(2).random((N, N), dtype=np.float32)
-    c = np.zeros((N, N), dtype=np.float32)
-    result = autotune.kernel(kernel_path("matmul.c"), "matmul", N, [c, a, b, np.int32(N)],
-                             expected=[matmul_reference(a, b), None, None, None], rtol=1e-4, atol=1e-3)
+    args, expected = matmul_problem()
+    result = autotune.kernel(kernel_path("matmul.c"), "matmul", MATMUL_N, args, expected=expected,
+                             rtol=1e-4, atol=1e-3)
     # the winner was verified against the reference; the test may inspect it
     assert result.params["LOOP_ORDER"] in ("ijk", "ikj", "jik", "jki", "kij", "kji")
     assert result.stats.median > 0

@@ -107,6 +107,8 @@ class SearchSpace:
         if clash:
             raise SearchSpaceError(f"constant(s) {sorted(clash)} have the same name as a parameter")
         self.sizes = np.array([len(t) for t in self._tables], dtype=np.int64)
+        # unordered parameters: values that are not all numbers (a loop order, a method name)
+        self.categorical = np.array([t.dtype == object for t in self._tables], dtype=bool)
         self.cartesian_size: int = prod(int(s) for s in self.sizes)
         # Mixed-radix keys (first parameter most significant) need the Cartesian size to fit int64;
         # checked before construction, whose int64 row arithmetic would overflow too.

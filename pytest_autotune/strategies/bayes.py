@@ -313,6 +313,7 @@ class BayesianOptimization(Strategy):
         normalize_y: str = "standardize"  # standardize, log (log, then standardise), none
         initial_samples: int = 20  # valid points of the maximin Latin-hypercube initial sample
         initial_fraction: float = 0.2  # at most this fraction of the budget goes to the initial sample
+        centre_first: bool = True  # the initial sample starts at the middle value of every ordered parameter
         order: tuple = ("ei", "poi", "lcb")  # functions of the multi portfolios, in round-robin order
         skip_threshold: int = 5  # multi: duplicate rounds before skipping; advanced: marks to drop/promote
         required_improvement: float = 0.1  # advanced_multi: relative distance from the mean for a mark
@@ -349,6 +350,8 @@ class BayesianOptimization(Strategy):
                   f"must be an integer >= 1, got {self.initial_samples!r}")
             check(real(self.initial_fraction) and 0 < self.initial_fraction <= 1, "initial_fraction",
                   f"must be in (0, 1], got {self.initial_fraction!r}")
+            check(isinstance(self.centre_first, (bool, np.bool_)), "centre_first",
+                  f"must be true or false, got {self.centre_first!r}")
             order = self.order
             check(isinstance(order, (list, tuple)) and len(order) >= 1
                   and all(isinstance(f, str) and f in ACQUISITION_FUNCTIONS for f in order)
@@ -401,9 +404,7 @@ class BayesianOptimization(Strategy):
     # -- bookkeeping ---------------------------------------------------------------------------
     def _setup(self) -> None:
         space = self.space
-        X = space.encode()
-        varying = space.sizes > 1
-        X = X[:, varying] if varying.any() else X[:, :1]  # constant parameters do not change distances
+        X = self.encode_indices(space.indices)
         kernel = self._matern(length_scale=self.lengthscale, nu=float(self.hp.nu), length_scale_bounds="fixed")
         n_rows = len(space)
         self.pruned = n_rows > self.hp.max_candidates
@@ -434,6 +435,30 @@ class BayesianOptimization(Strategy):
         else:
             self._pool_add(np.arange(n_rows))
 
+    def encode_indices(self, idx: np.ndarray) -> np.ndarray:
+        """Value-index rows (one column per parameter) as the GP's points.
+
+        An ordered parameter is one coordinate, value index / (values - 1); an
+        unordered one (:attr:`SearchSpace.categorical`, e.g. a loop order)
+        with more than two values is one-hot, each coordinate 1/sqrt(2), so
+        any two of its values are as far apart as the ends of an ordered
+        parameter. Encoding it as an index instead invents an order: on the
+        example matmul's loop order (the fast ``ikj`` and ``kij`` at 0.2 and
+        0.8) the GP kept proposing the slow ends. Constant parameters are
+        left out: they do not change distances.
+        """
+        space = self.space
+        columns = []
+        for j in np.flatnonzero(space.sizes > 1):
+            size = int(space.sizes[j])
+            if space.categorical[j] and size > 2:
+                columns.append((idx[:, j, None] == np.arange(size)[None, :]) / math.sqrt(2.0))
+            else:
+                columns.append(idx[:, j, None] / (size - 1.0))
+        if not columns:
+            return np.full((len(idx), 1), 0.5)
+        return np.ascontiguousarray(np.concatenate(columns, axis=1), dtype=np.float64)
+
     def latin_hypercube(self, k: int, designs: int = 10) -> np.ndarray:
         """Maximin Latin-hypercube sample of ``k`` distinct valid rows.
 
@@ -444,21 +469,23 @@ class BayesianOptimization(Strategy):
         computation, which keeps this first step cheap on large constrained
         spaces where most Cartesian points are invalid.
         """
-        n, d = self.gp.X.shape
+        n = self.gp.X.shape[0]
         k = min(int(k), n)
         if k <= 0:
             return np.zeros(0, dtype=np.int64)
         perm = self.rng.permutation(n)  # rows in random order: ties between equidistant rows break randomly
         X = self.gp.X[perm]
-        sizes = self.space.sizes[self.space.sizes > 1].astype(np.float64)
-        if len(sizes) != d:  # no varying parameter: one constant column
-            sizes = np.ones(d)
+        varying = np.flatnonzero(self.space.sizes > 1)
+        sizes = self.space.sizes[varying].astype(np.float64)
+        d = max(1, len(varying))
         x2 = np.einsum("ij,ij->i", X, X)
         best, best_score = None, -1.0
         for _ in range(designs):
             strata = np.stack([self.rng.permutation(k) for _ in range(d)], axis=1)
             points = (strata + self.rng.random((k, d))) / k
-            points = np.minimum(np.floor(points * sizes), sizes - 1) / np.maximum(sizes - 1, 1)  # values share [0,1] equally
+            values = np.zeros((k, len(self.space.sizes)), dtype=np.int64)  # constant parameters: their one value
+            values[:, varying] = np.minimum(np.floor(points[:, : len(varying)] * sizes), sizes - 1)  # equal shares
+            points = self.encode_indices(values)
             d2 = x2[None, :] - 2.0 * (X @ points.T).T  # + |p|^2, constant per point (X @ p.T: 2x faster than p @ X.T)
             rows = np.argmin(d2, axis=1)
             used: set[int] = set()
@@ -478,6 +505,21 @@ class BayesianOptimization(Strategy):
             if score > best_score:
                 best, best_score = perm[rows], score
         return best  # type: ignore[return-value]
+
+    def centre(self) -> int:
+        """The valid configuration nearest the middle value of every ordered parameter (a random value of the others)."""
+        sizes = self.space.sizes
+        middle = (sizes - 1) // 2
+        for j in np.flatnonzero(self.space.categorical):
+            middle[j] = self.rng.integers(sizes[j])
+        return self.space.nearest(middle, self.rng)
+
+    def initial_design(self, k: int) -> list[int]:
+        """``k`` rows: the centre (``centre_first``), then the maximin Latin hypercube."""
+        if not self.hp.centre_first or k <= 0:
+            return self.latin_hypercube(k).tolist()
+        centre = self.centre()
+        return [centre] + [r for r in self.latin_hypercube(k).tolist() if r != centre][: k - 1]
 
     def _draw_outside_pool(self, k: int) -> np.ndarray:
         """Up to ``k`` random rows neither evaluated nor in the pool (vectorised: this fills the first pool)."""
@@ -675,7 +717,7 @@ class BayesianOptimization(Strategy):
         self._setup()
         n_init = self.initial_size()
         valid = 0
-        for row in self.latin_hypercube(n_init).tolist():
+        for row in self.initial_design(n_init):
             value = yield int(row)
             self._observe(row, value)
             valid += value is not None and math.isfinite(value)

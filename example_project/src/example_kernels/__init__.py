@@ -13,6 +13,18 @@ from numpy.lib.stride_tricks import sliding_window_view
 KERNELS = Path(__file__).resolve().parents[2] / "kernels"
 
 
+MATMUL_N = 192  # matrix size: large enough that loop order and blocking matter, small enough to tune quickly
+MATMUL_PARAMS = {
+    "BLOCK_I": [8, 16, 32, 64, MATMUL_N],
+    "BLOCK_J": [16, 32, 64, MATMUL_N],
+    "BLOCK_K": [8, 16, 32, 64, MATMUL_N],
+    "UNROLL": [1, 4],
+    "LOOP_ORDER": ["ijk", "ikj", "jik", "jki", "kij", "kji"],
+}
+# keep a block of A and a block of B within a 256 KiB L2-sized budget
+MATMUL_RESTRICTIONS = ["(BLOCK_I * BLOCK_K + BLOCK_K * BLOCK_J) * 4 <= 262144"]
+
+
 def kernel_path(name: str) -> str:
     """Absolute path of a kernel source shipped with the project."""
     return str(KERNELS / name)
@@ -24,6 +36,15 @@ def rng(seed: int = 0) -> np.random.Generator:
 
 def matmul_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
+
+
+def matmul_problem() -> tuple[list, list]:
+    """Arguments of ``matmul.c`` (``c``, ``a``, ``b``, ``n``) and the expected outputs aligned with them."""
+    n = MATMUL_N
+    a = rng(1).random((n, n), dtype=np.float32)
+    b = rng(2).random((n, n), dtype=np.float32)
+    c = np.zeros((n, n), dtype=np.float32)
+    return [c, a, b, np.int32(n)], [matmul_reference(a, b), None, None, None]
 
 
 def stencil_reference(grid: np.ndarray, steps: int) -> np.ndarray:
