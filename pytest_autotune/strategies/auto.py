@@ -2,8 +2,9 @@
 
 It delegates to the strategy (with hyperparameters) that scored best on the
 brute-forced GPU spaces in ``../shared/data/spaces``: a :class:`~.chain.Chain`
-of Bayesian optimisation (with its failure model, :mod:`._feasibility`) for
-the first 20 evaluations, then simulated annealing from the best
+of Bayesian optimisation (starting at the centre configuration, with its
+failure model, :mod:`._feasibility`; see :mod:`.bayes`) for the first 20
+evaluations, then simulated annealing from the best
 configuration found, its neighbour choice steered on 75% of the steps by a
 TPE model of every observation (``guide``), restarting from 12 fresh random
 configurations when the best has not improved by 2% for a fifth of the
@@ -12,8 +13,9 @@ delegate sees the same space, seed, budget and observations, so ``auto`` is
 exactly as reproducible as the strategy it picks. The same-run tables (ours,
 Kernel Tuner 1.5.0, Optuna 5.0.0) are ``benchmarks/results/strategies.json``
 (seeds 0-19), ``strategies_seeds20_39.json``, ``strategies_heldout.json``
-(seeds 40-59) and ``strategies_heldout80_99.json`` (seeds 80-99, used for no
-choice), summarised in the README's strategy section.
+(seeds 40-59) and ``strategies_heldout80_99.json`` (seeds 80-99), summarised
+in the README's strategy section; ``strategies_cpu_matmul.json`` scores a
+space recorded here on the CPU, which played no part in the choices.
 
 Why this choice (metric: 0 = random search, 1 = the optimum at once; mean
 over the 13 measured spaces; each alternative in the same run as its
@@ -21,9 +23,9 @@ comparison):
 
 * Small budgets want a model, long ones a walk. With every space cut to its
   first 25 / 50 evaluations (``--budget-cap``): tpe 0.22 / 0.33, bayes
-  0.25 / 0.27, annealing alone 0.03 / 0.15 (its first 20 evaluations are
-  random draws). Over the full budgets: guided annealing 0.59 (the previous
-  ``auto``), bayes 0.55, tpe 0.45.
+  0.24 / 0.32, annealing alone 0.03 / 0.15 (its first 20 evaluations are
+  random draws). Over the full budgets: guided annealing 0.59 (an earlier
+  ``auto``), bayes 0.57, tpe 0.45.
 * The first phase (seeds 0-19 / 20-39): bayes for 20 evaluations
   0.708 / 0.708, for 25 0.691 / 0.716, for 30 0.684 / 0.696 (45: 0.665, 60:
   0.632 on seeds 0-19); tpe for 30 0.653 / 0.645; shrinking sample for 30
@@ -37,6 +39,9 @@ comparison):
   0-19, 0.748 / 0.740 / 0.743 on 20-39, against 0.727 / 0.720 without;
   bayes alone 0.433 -> 0.546 and 0.510 -> 0.579 (pnpoly_3090 in the chain:
   0.61 -> 0.81-0.91).
+* The centre first (see :mod:`.bayes`): +0.027 +/- 0.016 on seeds 0-39,
+  +0.047 and +0.021 on seeds 40-59 and 80-99 (checked there before the
+  tables were re-run); MI250X +0.33, W7800 +0.19, A4000 -0.12.
 * Following the guide on 75% of the annealing steps instead of 50%:
   +0.020 +/- 0.008 over 80 seeds (paired, every seed set positive; 65%,
   85% and 100% within noise of it, +0.024 to +0.031 on 60 seeds). A cooler
@@ -53,22 +58,29 @@ comparison):
   proposed by an independent TPE (0.577-0.600 vs 0.592); as first phase a
   log transform, a larger initial design, the multi portfolio or length
   scale 1.0 (0.642-0.731 vs 0.727-0.731).
-* Final tables (Kernel Tuner and Optuna in the same runs): auto 0.756 +/-
-  0.016 against Kernel Tuner's best (genetic_algorithm) 0.463 on seeds
-  0-19; 0.740 against 0.446 (diff_evo) on 20-39; 0.732 against 0.525 (pso)
-  on 40-59; 0.754 against 0.513 (pso) on 80-99. Cut to 25 / 50
-  evaluations: auto 0.258 / 0.376, tpe 0.224 / 0.328, bayes 0.252 / 0.266,
+* Final tables (Kernel Tuner and Optuna in the same runs): auto 0.773 +/-
+  0.015 against Kernel Tuner's best (genetic_algorithm) 0.463 on seeds
+  0-19; 0.777 against 0.446 (diff_evo) on 20-39; 0.779 against 0.525 (pso)
+  on 40-59; 0.775 against 0.513 (pso) on 80-99. Cut to 25 / 50
+  evaluations: auto 0.283 / 0.375, tpe 0.224 / 0.328, bayes 0.243 / 0.317,
   Kernel Tuner's best 0.111 / 0.112.
-* Per space against the references: best or within one SE on 12 of the 13
-  measured spaces in each of the four seed sets (14 of 15 with KTT); the
-  miss is the 46-evaluation MI250X space in all four (0.08-0.27 against
-  Kernel Tuner's GA / DE / PSO 0.32-0.49; per-run scores from -3 to +1;
-  significantly worse, Welch p < 0.05, only on seeds 80-99).
+* Per space against the references: best or within one SE on 12, 13, 12
+  and 13 of the 13 measured spaces in the four seed sets (14, 15, 14, 15 of
+  all 15), never significantly worse (Welch, p < 0.05); the misses are
+  pnpoly_2080Ti (0.59 vs Kernel Tuner's firefly 0.66 +/- 0.05, seeds 0-19)
+  and pnpoly_Titan (0.90 vs pso 0.92 +/- 0.01, seeds 40-59).
 * Where our own specialists beat it: shrinking sample on pnpoly_2080Ti /
-  Titan and conv_A100 (seeds 0-19: 0.87 / 0.99 / 0.94; auto 0.61-0.69 /
-  0.90-0.92 / 0.79-0.88 over the four seed sets), mls, ils and tpe on
-  KTT_2080Ti (0.79-0.86; auto 0.66-0.94); against every strategy of the
-  run it is best or within one SE on 8-9 of 15.
+  Titan and conv_A100 (seeds 0-19: 0.87 / 0.99 / 0.94; auto 0.59 / 0.93 /
+  0.88), tpe on GEMM; against every strategy of the run it is best or
+  within one SE on 9-11 of 15.
+* On the recorded CPU matmul (``benchmarks/spaces``, budget 20, 200 seeds)
+  ``auto`` is only its first phase and scores -0.05 +/- 0.09: below Kernel
+  Tuner's bayes_opt (0.17), Optuna (0.14), our tpe (0.12) and shrinking
+  sample (0.43), above random (-0.12). Its exploration right after a
+  4-point design costs it there; the one-hot loop order (-1.44 before) and
+  the centre (-0.20 before) helped; a larger design would help there
+  (initial_fraction 0.5: 0.26, before the centre) but cost 0.07-0.08 on
+  the GPU spaces (0.4, seeds 0-39). Not solved.
 """
 from __future__ import annotations
 
