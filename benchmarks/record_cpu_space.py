@@ -10,7 +10,7 @@ Kernel Tuner writes them), so ``bench_strategies.py --spaces DIR`` scores
 every strategy, Kernel Tuner's and Optuna's on it exactly as on the GPU
 recordings: a check on a space that played no part in any choice.
 
-    python benchmarks/record_cpu_space.py --out benchmarks/spaces     # about 10 minutes on 2 cores
+    python benchmarks/record_cpu_space.py --out benchmarks/spaces     # about 3 minutes here
     python benchmarks/bench_strategies.py --spaces benchmarks/spaces --strategies auto,... --runs 20 ...
 
 Timing on a shared machine is noisy; run it with nothing else running. The
