@@ -80,7 +80,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from pytest_autotune.results import FailureKind
+from pytest_autotune.datasets import kernel_tuner_cache
 from pytest_autotune.space import SearchSpace
 from pytest_autotune.strategies.base import SearchGenerator, Strategy, check
 
@@ -99,13 +99,6 @@ GEMM_RESTRICTIONS = (
     "KWG % ((MDIMC * NDIMC)/NDIMB) == 0",
 )
 KNOWN_RESTRICTIONS = (GEMM_RESTRICTIONS,)
-
-# Failure kinds -> Kernel Tuner's failure strings.
-_KT_FAILURE = {
-    FailureKind.COMPILE: "CompilationFailedConfig",
-    FailureKind.INVALID: "InvalidConfig",
-}
-
 
 def kernel_tuner_version() -> str | None:
     try:
@@ -192,17 +185,11 @@ class KernelTunerSpace:
         self.tune_params = {n: [_py(v) for v in vals] for n, vals in recorded.params.items()}
         self.restriction_source, self.restrictions = _restrictions_for(recorded)
         space = recorded.space
-        cache = {}
-        for r in range(len(space)):
-            cfg = space.get(r)
-            values = [_py(cfg[n]) for n in self.names]
-            entry: dict[str, Any] = dict(zip(self.names, values))
-            kind = recorded.failures[r]
-            entry["time"] = float(recorded.times[r]) if kind is None else _KT_FAILURE.get(kind, "RuntimeFailedConfig")
-            entry.update(compile_time=0.0, verification_time=0.0, benchmark_time=0.0)
-            cache[",".join(str(v) for v in values)] = entry
-        doc = {"device_name": f"simulated {recorded.name}", "kernel_name": "bench", "problem_size": [1],
-               "tune_params_keys": self.names, "tune_params": self.tune_params, "objective": "time", "cache": cache}
+        timings = {"compile_time": 0.0, "verification_time": 0.0, "benchmark_time": 0.0}
+        results = (({n: _py(v) for n, v in space.get(r).items()}, recorded.times[r], recorded.failures[r], timings)
+                   for r in range(len(space)))
+        doc = kernel_tuner_cache(self.tune_params, results, device_name=f"simulated {recorded.name}",
+                                 kernel_name="bench", problem_size=[1])
         fd, name = tempfile.mkstemp(prefix=f"kt_{recorded.name}_", suffix=".json", dir=workdir)
         with os.fdopen(fd, "w") as f:
             json.dump(doc, f)

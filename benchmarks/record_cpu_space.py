@@ -30,27 +30,15 @@ from typing import Any, Mapping, Sequence
 from pytest_autotune import tune
 from pytest_autotune.runners import KernelSpec, make_runner
 from pytest_autotune.runners.device import slugify
-from pytest_autotune.datasets import KERNEL_TUNER_FAILURES
+from pytest_autotune.datasets import kernel_tuner_cache
 
-FAILURE_TEXT = {kind: text for text, kind in KERNEL_TUNER_FAILURES.items()}
-
-
-def kernel_tuner_cache(records: list[Any], params: Mapping[str, Sequence[Any]], restrictions: Sequence[str],
-                       kernel: str, problem_size: Sequence[int], device: str) -> dict[str, Any]:
+def recording(records: list[Any], params: Mapping[str, Sequence[Any]], restrictions: Sequence[str], kernel: str,
+              problem_size: Sequence[int], device: str) -> dict[str, Any]:
     """Evaluation records (:class:`~pytest_autotune.evaluator.EvaluationRecord`) as a Kernel Tuner cache document."""
-    names = list(params)
-    cache: dict[str, Any] = {}
-    for rec in records:
-        m = rec.measurement
-        entry: dict[str, Any] = {name: rec.params[name] for name in names}
-        if m.ok:
-            entry.update(time=float(m.value), times=[float(s) for s in m.samples])
-        else:
-            entry["time"] = FAILURE_TEXT.get(m.failure, "RuntimeFailedConfig")
-        cache[",".join(str(rec.params[name]) for name in names)] = entry
-    return {"device_name": device, "kernel_name": kernel, "problem_size": list(problem_size), "objective": "time",
-            "tune_params_keys": names, "tune_params": {k: list(v) for k, v in params.items()},
-            "restrictions": list(restrictions), "cache": cache}
+    results = ((r.params, r.measurement.value, None if r.measurement.ok else r.measurement.failure,
+                {"times": [float(x) for x in r.measurement.samples]} if r.measurement.ok else {}) for r in records)
+    return kernel_tuner_cache(params, results, device_name=device, kernel_name=kernel,
+                              problem_size=list(problem_size), restrictions=list(restrictions))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         runner.close()
     device = result.device.model
-    doc = kernel_tuner_cache(records, MATMUL_PARAMS, MATMUL_RESTRICTIONS, "matmul", [MATMUL_N], device)
+    doc = recording(records, MATMUL_PARAMS, MATMUL_RESTRICTIONS, "matmul", [MATMUL_N], device)
     out = args.out / "kerneltuner" / f"matmul_cpu_{slugify(device)}.json.gz"
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")

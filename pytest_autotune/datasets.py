@@ -80,6 +80,7 @@ __all__ = [
     "detect_format",
     "discover",
     "find_definition",
+    "kernel_tuner_cache",
     "load_dataset",
     "load_definition",
     "clear_cache",
@@ -107,6 +108,7 @@ KERNEL_TUNER_FAILURES: dict[str, FailureKind] = {
     "CompilationFailedConfig": FailureKind.COMPILE,
     "RuntimeFailedConfig": FailureKind.RUNTIME,
 }
+KERNEL_TUNER_FAILURE_TEXT: dict[FailureKind, str] = {kind: text for text, kind in KERNEL_TUNER_FAILURES.items()}
 KTT_FAILURES: dict[str, FailureKind | None] = {
     "Ok": None,
     "ComputationFailed": FailureKind.RUNTIME,
@@ -489,6 +491,28 @@ def _t4_records(doc: Mapping, path: Path, definition: SpaceDefinition) -> _Recor
     device = meta.get("device") or meta.get("device_name") or meta.get("gpu")
     return _Records(names, definition.params, columns, times, failures, statuses, samples,
                     kernel=definition.kernel, device=device)
+
+
+def kernel_tuner_cache(tune_params: Mapping[str, Sequence[Any]],
+                       results: Iterable[tuple[Mapping[str, Any], float | None, FailureKind | None, Mapping[str, Any]]],
+                       **meta: Any) -> dict[str, Any]:
+    """A Kernel Tuner cache document (the format :func:`load_dataset` reads) from measured configurations.
+
+    ``results`` holds ``(configuration, time, failure, extra fields)``; a
+    failure is written as Kernel Tuner's string for it (``RuntimeFailedConfig``
+    for kinds it has no string for). ``meta`` adds top-level fields
+    (``device_name``, ``kernel_name``...).
+    """
+    names = list(tune_params)
+    cache: dict[str, Any] = {}
+    for config, time, failure, extra in results:
+        values = [config[n] for n in names]
+        entry: dict[str, Any] = dict(zip(names, values))
+        entry["time"] = float(time) if failure is None else KERNEL_TUNER_FAILURE_TEXT.get(failure, "RuntimeFailedConfig")
+        entry.update(extra)
+        cache[",".join(str(v) for v in values)] = entry
+    return {**meta, "tune_params_keys": names, "tune_params": {n: list(v) for n, v in tune_params.items()},
+            "objective": "time", "cache": cache}
 
 
 def _kt_records(doc: Mapping, path: Path) -> _Records:

@@ -14,7 +14,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks import bench_strategies as bench  # noqa: E402
-from benchmarks.record_cpu_space import kernel_tuner_cache  # noqa: E402
+from benchmarks.record_cpu_space import recording  # noqa: E402
 from pytest_autotune.datasets import load_dataset  # noqa: E402
 from pytest_autotune.evaluator import Evaluator  # noqa: E402
 from pytest_autotune.results import FailureKind, Measurement  # noqa: E402
@@ -36,7 +36,7 @@ def test_recording_round_trips_through_the_benchmark(tmp_path):
     space = SearchSpace(PARAMS, RESTRICTIONS)
     history = Evaluator(space, _objective, budget=10**6).run(make_strategy("brute_force", space))
     assert len(history.records) == len(space) == 21  # 4 x 2 x 3 minus BLOCK=64 with UNROLL=4
-    doc = kernel_tuner_cache(history.records, PARAMS, RESTRICTIONS, "matmul", [192], "Test CPU")
+    doc = recording(history.records, PARAMS, RESTRICTIONS, "matmul", [192], "Test CPU")
     path = tmp_path / "kerneltuner" / "matmul_cpu_test.json.gz"
     path.parent.mkdir()
     with gzip.open(path, "wt") as f:
