@@ -12,7 +12,7 @@ import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -124,12 +124,15 @@ class Evaluator:
     interrupted run, so they are not measured again; cached results still
     count towards the budget (they are part of this search's evaluations).
     ``on_record`` is called after each new evaluation (progress display).
+    ``seeds`` are rows evaluated first, in order, before the strategy proposes
+    anything (a locked winner, other devices' winners); they count towards the
+    budget and the strategy finds them in its ``observed`` record.
     """
 
     def __init__(self, space: SearchSpace, objective: Objective, budget: Budget | int | str | None = None,
                  cache: Mapping[int, Measurement] | None = None,
                  on_record: Callable[[EvaluationRecord, "Evaluator"], None] | None = None,
-                 clock: Callable[[], float] = time.perf_counter):
+                 clock: Callable[[], float] = time.perf_counter, seeds: Sequence[int] = ()):
         self.space = space
         self.objective = objective
         self.budget = Budget.parse(budget)
@@ -139,6 +142,7 @@ class Evaluator:
         self.history = SearchHistory()
         self._seen: dict[Any, EvaluationRecord] = {}
         self._rows_seen = 0  # valid configurations evaluated
+        self.seeds = [int(r) for r in seeds]
 
     @property
     def evaluations(self) -> int:
@@ -175,6 +179,27 @@ class Evaluator:
         params = self.space.vector_to_config(vec)
         return Measurement.failed(params, FailureKind.INVALID, "violates the search-space restrictions")
 
+    def _record(self, key: Any, row: int, measurement: Measurement, spent: float) -> EvaluationRecord:
+        record = EvaluationRecord(self.evaluations, row, dict(measurement.params) or self.space.get(row),
+                                  measurement, spent)
+        self._seen[key] = record
+        self._rows_seen += row >= 0
+        self.history.records.append(record)
+        if self.on_record is not None:
+            self.on_record(record, self)
+        return record
+
+    def _run_seeds(self, strategy: Strategy, started: float) -> str:
+        for row in self.seeds:
+            reason = self._exhausted(started)
+            if reason:
+                return reason
+            if row in self._seen:
+                continue
+            record = self._record(row, row, self._measure(row, row, row), 0.0)
+            strategy.observed[row] = record.value
+        return ""
+
     def run(self, strategy: Strategy) -> SearchHistory:
         """Search until the budget is spent, the space is exhausted, or the strategy stops."""
         started = self.clock()
@@ -185,7 +210,8 @@ class Evaluator:
         first = True
         reason = ""
         try:
-            while True:
+            reason = self._run_seeds(strategy, started)
+            while not reason:
                 reason = self._exhausted(started)
                 if reason:
                     break
@@ -208,15 +234,7 @@ class Evaluator:
                         break
                     continue
                 free = 0
-                measurement = self._measure(key, row, proposal)
-                record = EvaluationRecord(self.evaluations, row, dict(measurement.params) or self.space.get(row),
-                                          measurement, spent)
-                self._seen[key] = record
-                self._rows_seen += row >= 0
-                self.history.records.append(record)
-                value = record.value
-                if self.on_record is not None:
-                    self.on_record(record, self)
+                value = self._record(key, row, self._measure(key, row, proposal), spent).value
         finally:
             gen.close()
             self.history.stop_reason = reason

@@ -1,32 +1,39 @@
 """The ``autotune`` fixture: what a marked test calls to tune (``--autotune``) or gate (plain run) a kernel.
 
 One :class:`Autotune` per test. ``kernel(...)`` handles source kernels,
-``function(...)`` Python-driven ones (the callable runner). Both decide the
-mode, run the tuner or the gate, write the lock entry, and hand back a
-:class:`KernelResult`; the summary row goes to ``item.user_properties`` so it
-reaches the controller under pytest-xdist too.
+``function(...)`` Python-driven ones (the callable runner), ``replay(...)``
+recorded data. Each decides the mode, runs the tuner or the gate, writes the
+lock entry, and hands back a :class:`KernelResult`; the summary row goes to
+``item.user_properties`` so it reaches the controller under pytest-xdist too.
+
+Errors in the test's own call (a missing kernel file, ``expected`` of the
+wrong shape) fail at the test's line: every frame here hides itself from
+pytest's traceback (``__tracebackhide__``), so users never read plugin
+internals.
 """
 from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import pytest
 
 from . import __version__
 from .evaluator import SearchHistory
-from .gate import GateOutcome, retune_command, run_gate
+from .gate import EntryCheck, GateOutcome, check_entry, retune_command, run_gate
 from .hashing import describe_callable, hash_problem, hash_source, hash_space, stable_hash
-from .lockfile import LockfileError, entry_key, get_entry, lockfile_path, merge_entries, read_lockfile, stale_hashes, utc_timestamp
+from .lockfile import LockfileError, entry_key, get_entry, lockfile_path, merge_entries, read_lockfile, utc_timestamp
 from .marker import TuneSettings
 from .measure import TimingStats
+from .retune import RetuneDecision, decide
 from .runners import make_runner
-from .runners.errors import BackendUnavailable
-from .scratch import ScratchCache
+from .runners.errors import BackendUnavailable, SpecError
+from .scratch import ScratchCache, fingerprint
 from .session import SessionState
 from .space import SearchSpaceError
-from .tuner import TuneError, TuneResult, _evaluate, build_space, tune
+from .tuner import TuneError, TuneResult, _evaluate, build_space, first_failures, tune
 
 
 def _failed(message: str) -> BaseException:
@@ -40,13 +47,23 @@ class KernelResult:
     """What a test gets back: the winner (tuned or locked), its timing and outputs."""
 
     kernel: str
-    mode: str  # "tune" | "gate"
+    mode: str  # "tune" | "gate" | "locked" (left alone by --autotune=missing)
     params: dict[str, Any]
     stats: TimingStats
     outputs: list[Any] | None = None
     history: SearchHistory | None = None  # tune mode only
     gate: GateOutcome | None = None  # gate mode only
     entry: dict[str, Any] = field(default_factory=dict)  # the lock entry written or read
+
+
+@dataclass
+class _Kernel:
+    """One kernel call of a test, as the fixture's internals need it."""
+
+    label: str
+    hashes: dict[str, str]  # what the lock entry pins (source, space, problem)
+    outcome_inputs: dict[str, Any]  # everything else that decides an evaluation's outcome (scratch key)
+    make_runner: Callable[[], Any]
 
 
 class Autotune:
@@ -66,6 +83,7 @@ class Autotune:
                compiler_options: Sequence[str] = (), shared_mem: Any = None, runner: str | None = None,
                lang: str | None = None, name: str | None = None, **runner_options: Any) -> KernelResult:
         """Tune or gate a source kernel (CUDA via cupy/pycuda, C/C++ via the C runner)."""
+        __tracebackhide__ = True
         from .runners.kernel import KernelSpec
 
         spec_kwargs: dict[str, Any] = dict(source=source, kernel_name=kernel_name, problem_size=problem_size,
@@ -75,13 +93,20 @@ class Autotune:
                                            verify=verify, lang=lang)
         if block_size_names is not None:
             spec_kwargs["block_size_names"] = block_size_names
-        spec = KernelSpec(**spec_kwargs)
+        try:
+            spec = KernelSpec(**spec_kwargs)
+        except (SpecError, TypeError) as exc:
+            raise pytest.fail.Exception(f"autotune.kernel({kernel_name!r}): {exc}") from None
         label = name or kernel_name.split("<")[0].strip()
         hashes = {"source": hash_source(spec.code + "\n#kernel " + kernel_name + "\n" + "\n".join(spec.compiler_options)),
                   "space": self._space_hash(),
                   "problem": hash_problem(spec.problem_size, spec.args)}
-        return self._run(label, hashes, lambda: make_runner(spec, runner=runner, measure=self.settings.measure,
-                                                            **runner_options))
+        inputs = {"expected": spec.expected, "atol": atol, "rtol": rtol, "verify": verify, "runner": runner,
+                  "lang": spec.lang, "geometry": [spec.grid_div_x, spec.grid_div_y, spec.grid_div_z,
+                                                  list(spec.block_size_names), shared_mem],
+                  "runner_options": runner_options}
+        return self._run(_Kernel(label, hashes, inputs, lambda: make_runner(
+            spec, runner=runner, measure=self.settings.measure, **runner_options)))
 
     def function(self, launch: Callable[[Mapping[str, Any]], Any], *, name: str | None = None,
                  args: Sequence[Any] = (), expected: Sequence[Any] | None = None, atol: float | None = None,
@@ -89,6 +114,9 @@ class Autotune:
                  sync: Callable[[], None] | None = None, problem_size: Any = None,
                  **runner_options: Any) -> KernelResult:
         """Tune or gate a Python-driven kernel: ``launch(params)`` runs it and returns its outputs."""
+        __tracebackhide__ = True
+        if not callable(launch):
+            raise pytest.fail.Exception(f"autotune.function: launch must be a callable launch(params), got {launch!r}")
         label = name or getattr(launch, "__name__", "function")
         try:
             source = inspect.getsource(launch)
@@ -96,9 +124,11 @@ class Autotune:
             source = stable_hash(describe_callable(launch))
         hashes = {"source": hash_source(source), "space": self._space_hash(),
                   "problem": hash_problem(problem_size, list(args))}
-        return self._run(label, hashes, lambda: make_runner(
+        inputs = {"expected": expected, "atol": atol, "rtol": rtol, "verify": verify, "sync": sync,
+                  "runner_options": runner_options}
+        return self._run(_Kernel(label, hashes, inputs, lambda: make_runner(
             None, runner="callable", launch=launch, expected=expected, atol=atol, rtol=rtol, verify=verify,
-            sync=sync, measure=self.settings.measure, **runner_options))
+            sync=sync, measure=self.settings.measure, **runner_options)))
 
     def replay(self, recording: Any, *, name: str | None = None, scale: float = 1.0, noise: float = 0.0,
                seed: int | None = None, definition: Any = None) -> KernelResult:
@@ -108,8 +138,7 @@ class Autotune:
         multiplies every recorded time (simulate a slower or faster kernel);
         ``noise`` adds seeded relative noise to the samples.
         """
-        from pathlib import Path
-
+        __tracebackhide__ = True
         from .datasets import load_dataset
         from .runners.replay import ReplayRunner
 
@@ -117,7 +146,10 @@ class Autotune:
         if not path.is_absolute():
             path = Path(str(self.item.config.rootpath)) / path
         label = name or path.name.split(".")[0]
-        recorded = load_dataset(path, definition)
+        try:
+            recorded = load_dataset(path, definition)
+        except (OSError, ValueError) as exc:
+            raise pytest.fail.Exception(f"autotune.replay({str(recording)!r}): {exc}") from None
         # The recording stands for the kernel *and* the hardware: its identity (kernel, format,
         # parameters, restrictions) is the "source"; its times are what the gate compares. Hashing
         # the file's bytes would turn every re-recorded (slower, faster, re-ranked) file into a
@@ -126,21 +158,34 @@ class Autotune:
                     "restrictions": [str(r) for r in recorded.restrictions]}
         hashes = {"source": hash_source(stable_hash(identity)), "space": self._space_hash(),
                   "problem": hash_problem(None, [])}
-        return self._run(label, hashes, lambda: ReplayRunner(recorded, noise=noise, scale=scale, seed=seed))
+        stat = path.stat()
+        inputs = {"recording": [str(path), stat.st_size, stat.st_mtime_ns], "scale": scale, "noise": noise,
+                  "seed": seed, "definition": str(definition)}
+        return self._run(_Kernel(label, hashes, inputs,
+                                 lambda: ReplayRunner(recorded, noise=noise, scale=scale, seed=seed)))
 
     # -- internals -------------------------------------------------------------------------
     def _space_hash(self) -> str:
         s = self.settings
         return hash_space(s.params, s.restrictions, s.constants)
 
-    def _run(self, label: str, hashes: dict[str, str], runner_factory: Callable[[], Any]) -> KernelResult:
-        if label in self.results:
-            raise ValueError(f"kernel name {label!r} is used twice in {self.item.nodeid}; pass name= to tell them apart")
+    def _in_declared_order(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        order = {name: i for i, name in enumerate(self.settings.params)}
+        return dict(sorted(params.items(), key=lambda kv: order.get(kv[0], len(order))))
+
+    def _run(self, k: _Kernel) -> KernelResult:
+        __tracebackhide__ = True
+        if k.label in self.results:
+            raise pytest.fail.Exception(f"autotune: kernel name {k.label!r} is used twice in {self.item.nodeid}; "
+                                        "pass name= to tell them apart")
+        self.item.stash[CALLS_KEY] = self.item.stash.get(CALLS_KEY, 0) + 1
         opts = self.state.options
         try:
-            runner = runner_factory()
+            runner = k.make_runner()
         except BackendUnavailable as exc:
-            pytest.skip(f"autotune: no usable device for this kernel: {exc}")
+            raise pytest.skip.Exception(f"autotune: no usable device for this kernel: {exc}") from None
+        except SpecError as exc:
+            raise pytest.fail.Exception(f"autotune: kernel {k.label!r}: {exc}") from None
         try:
             device = runner.device()
             path = lockfile_path(opts.lockdir, self.item.config.hook.pytest_autotune_lockfile_name(
@@ -149,88 +194,133 @@ class Autotune:
                 lock = read_lockfile(path)
             except LockfileError as exc:
                 raise _failed(f"autotune: {exc} (the file was left untouched; fix or delete it)") from None
-            key = entry_key(self.item.nodeid, label)
-            entry = get_entry(lock, self.item.nodeid, label)
-            stale = stale_hashes(entry, hashes) if entry is not None else []
-            usable = entry is not None and not stale
-            tune_now = opts.mode == "all" or (opts.mode == "missing" and not usable)
-            if not tune_now and not usable:
-                why = (f"lock entry is stale ({', '.join(stale)} changed)" if stale
-                       else f"no lock entry for {key!r} in {path}")
-                if opts.missing == "skip":
-                    self._row(label, "gate", "stale" if stale else "missing", message=why)
-                    pytest.skip(f"autotune: {why}; run pytest --autotune to create it")
-                if opts.missing == "fail":
-                    self._row(label, "gate", "stale" if stale else "missing", message=why)
-                    pytest.fail(f"autotune: {why}; run {retune_command(self.item.nodeid)}", pytrace=False)
-                tune_now = True  # policy "tune"
-            if tune_now:
-                result = self._tune(label, key, hashes, runner, path, device, entry)
+            key = entry_key(self.item.nodeid, k.label)
+            entry = get_entry(lock, self.item.nodeid, k.label)
+            check = check_entry(entry, k.hashes, lambda: self._space(runner, k.label).find(entry["params"]) >= 0) \
+                if entry is not None else None
+            usable = check is not None and check.stale is None
+            if opts.mode == "missing" and usable:
+                result = self._left_alone(k.label, entry, path)  # type: ignore[arg-type]
+            elif opts.mode is not None or (not usable and opts.missing == "tune"):
+                result = self._tune(k, key, runner, path, device, entry)
+            elif not usable:
+                self._not_gated(k.label, key, path, check)
             else:
-                result = self._gate(label, entry, runner)  # type: ignore[arg-type]
+                result = self._gate(k.label, entry, runner, path, check)  # type: ignore[arg-type]
         finally:
             runner.close()
-        self.results[label] = result
+        self.results[k.label] = result
         return result
 
-    def _tune(self, label: str, key: str, hashes: dict[str, str], runner: Any, path: Any, device: Any,
-              old: Mapping[str, Any] | None) -> KernelResult:
-        s, opts = self.settings, self.state.options
+    def _space(self, runner: Any, label: str) -> Any:
+        __tracebackhide__ = True
+        s = self.settings
         try:
-            space = build_space(s.params, s.restrictions, runner, s.constants)
+            return build_space(s.params, s.restrictions, runner, s.constants)
         except SearchSpaceError as exc:
             raise _failed(f"autotune: search space of {self.item.nodeid}::{label}: {exc}") from None
-        # Per device too: measurements from another GPU (a different xdist pinning, a swapped card,
-        # a checkout shared by two machines) must not be resumed into this device's lock.
-        scratch = ScratchCache(opts.scratch_dir, key, {**hashes, "device": device.slug})
-        cached = {} if opts.fresh else scratch.load(space)
+
+    def _not_gated(self, label: str, key: str, path: Path, check: EntryCheck | None) -> None:
+        """No usable entry in gate mode: skip or fail by ``--autotune-missing``, never silently."""
+        __tracebackhide__ = True
+        why = f"lock entry is stale: {check.stale}" if check is not None else f"no lock entry for {key!r} in {path}"
+        status = "stale" if check is not None else "missing"
+        self._row(label, "gate", status, message=why, lockfile=str(path))
+        text = f"autotune: {why}; tune it with: {retune_command(self.item.nodeid)}"
+        if self.state.options.missing == "fail":
+            raise _failed(text)
+        raise pytest.skip.Exception(text)
+
+    def _left_alone(self, label: str, entry: Mapping[str, Any], path: Path) -> KernelResult:
+        """``--autotune=missing`` tunes only what lacks a valid entry; a valid one is neither re-tuned nor gated."""
+        params = self._in_declared_order(entry["params"])
+        self._row(label, "locked", "left alone", params=params, locked_ms=entry["stats"]["median"],
+                  strategy=(entry.get("strategy") or {}).get("name"), lockfile=str(path),
+                  message="valid lock entry; run plain pytest to gate it")
+        stats = TimingStats.from_samples(entry["samples"] or [entry["stats"]["median"]])
+        return KernelResult(label, "locked", params, stats, None, None, None, dict(entry))
+
+    def _tune(self, k: _Kernel, key: str, runner: Any, path: Path, device: Any,
+              old: Mapping[str, Any] | None) -> KernelResult:
+        __tracebackhide__ = True
+        s, opts = self.settings, self.state.options
+        space = self._space(runner, k.label)
+        # Everything that decides an evaluation's outcome is in the key (and the device: measurements
+        # from another GPU must not be resumed into this device's lock); a fixed reference, tolerance
+        # or measure option starts afresh instead of replaying stale results.
+        scratch = ScratchCache(opts.scratch_dir, key, {**k.hashes, "device": device.slug,
+                                                       "inputs": fingerprint({**k.outcome_inputs,
+                                                                              "measure": s.measure})})
         if opts.fresh:
             scratch.clear()
+        cached = {} if opts.fresh else scratch.load(space)
+        if cached:
+            self.state.say(f"autotune {self.item.nodeid}::{k.label}: resumed {len(cached)} evaluations from an "
+                           "interrupted run (--autotune-fresh to start over)")
         # Out of the evaluations this search can make: a space smaller than the budget ends early, and
         # the progress line must say so ("12/12", not "12/200" and never a final line).
         total = min(s.budget.max_evaluations, len(space)) if s.budget.max_evaluations else None
-        progress = self.state.progress(f"{self.item.nodeid}::{label}", total)
+        progress = self.state.progress(f"{self.item.nodeid}::{k.label}", total)
 
         def on_record(record: Any, evaluator: Any) -> None:
             if record.row not in cached:
                 scratch.append(record.measurement)
             progress(record, evaluator)
 
+        incumbent = dict(old["params"]) if old is not None and space.find(old["params"]) >= 0 else None
         try:
             result = tune(runner, space=space, strategy=s.strategy, budget=s.budget, seed=s.seed,
-                          cache=cached, on_record=on_record)
+                          cache=cached, on_record=on_record, incumbent=incumbent)
         except TuneError as exc:
-            raise _failed(f"autotune: {self.item.nodeid}::{label}: {exc}") from None
-        entry = self._entry(label, hashes, result, runner)
-        try:
-            merge_entries(path, {key: entry}, device)
-        except LockfileError as exc:
-            raise _failed(f"autotune: {exc} (the file was left untouched)") from None
+            self._row(k.label, "tune", "failed", failures=exc.history.failures() if exc.history else {},
+                      failure_examples=first_failures(exc.history) if exc.history else {},
+                      evaluations=len(exc.history.records) if exc.history else 0,
+                      budget=s.budget.max_evaluations or s.budget_text, lockfile=str(path))
+            raise _failed(f"autotune: {self.item.nodeid}::{k.label}: {exc}") from None
+        locked_now = result.confirmed_samples(incumbent) if incumbent is not None else None
+        decision = decide(old, [n for n in k.hashes if old is not None and (old.get("hashes") or {}).get(n) != k.hashes[n]],
+                          result.params, list(result.stats.samples), locked_now, s.tolerance, s.alpha)
+        entry = dict(old) if old is not None and not decision.write else self._entry(k, result, runner, decision)
+        if decision.write:
+            try:
+                merge_entries(path, {key: entry}, device)
+            except LockfileError as exc:
+                raise _failed(f"autotune: {exc} (the file was left untouched)") from None
         scratch.clear()
-        change = None
-        if old is not None and old.get("stats", {}).get("median"):
-            change = (result.stats.median - old["stats"]["median"]) / old["stats"]["median"] * 100.0
-        self._row(label, "tune", "tuned", params=result.params, time_ms=result.stats.median, change_pct=change,
+        params = self._in_declared_order(decision.params)
+        stats = TimingStats.from_samples(decision.samples) if decision.samples else result.stats
+        locked_ms = old["stats"]["median"] if old is not None else None
+        self._row(k.label, "tune", TUNE_STATUS[decision.action], params=params, time_ms=stats.median,
+                  change_pct=(stats.median - locked_ms) / locked_ms * 100.0 if locked_ms else None, locked_ms=locked_ms,
                   evaluations=result.evaluations, budget=s.budget.max_evaluations or s.budget_text,
                   strategy=result.strategy["name"], failures=result.failures,
+                  failure_examples=first_failures(result.history),
                   best_so_far=[None if x != x else float(x) for x in result.history.best_so_far()],
-                  resumed=len(cached), stop_reason=result.history.stop_reason)
-        return KernelResult(label, "tune", result.params, result.stats, result.outputs, result.history, None, entry)
+                  resumed=len(cached), stop_reason=result.history.stop_reason,
+                  note=decision.message if decision.action != "first" else "", message=decision.message, lockfile=str(path), lock_written=decision.write)
+        outputs = result.outputs if decision.params == result.params else None
+        if outputs is None and decision.params != result.params:
+            outputs = _evaluate(runner, decision.params, keep_outputs=True).extra.get("outputs")
+        return KernelResult(k.label, "tune", params, stats, outputs, result.history, None, entry)
 
-    def _entry(self, label: str, hashes: dict[str, str], result: TuneResult, runner: Any) -> dict[str, Any]:
+    def _entry(self, k: _Kernel, result: TuneResult, runner: Any, decision: RetuneDecision) -> dict[str, Any]:
         s = self.settings
         device = result.device
+        stats = TimingStats.from_samples(decision.samples)
+        ups = [r for r in [*([] if decision.params == result.params else [_winner_record(result)]),
+                           *result.runners_up] if dict(r.params) != decision.params][:len(result.runners_up)]
         return {
-            "kernel": label,
+            "kernel": k.label,
             "test": self.item.nodeid,
-            "params": result.params,
+            "params": decision.params,
             "objective": s.objective,
             "unit": "ms",
-            "stats": {k: v for k, v in result.stats.as_dict(samples=False).items()},
-            "samples": list(result.stats.samples),
-            "runners_up": [{"params": r.params, "median": float(r.value),  # type: ignore[arg-type]
-                            "samples": list(r.measurement.samples)} for r in result.runners_up],
-            "hashes": hashes,
+            "stats": {key: v for key, v in stats.as_dict(samples=False).items()},
+            "samples": list(stats.samples),
+            "runners_up": [{"params": dict(r.params), "median": float(_median(result, r)),
+                            "samples": list(result.confirmed_samples(r.params) or r.measurement.samples)}
+                           for r in ups],
+            "hashes": k.hashes,
             "strategy": {"name": result.strategy["name"], "hyperparameters": result.strategy["hyperparameters"],
                          "seed": s.seed},
             "evaluations": {"total": result.evaluations, "failed": result.failures,
@@ -242,7 +332,8 @@ class Autotune:
             "timestamp": utc_timestamp(),
         }
 
-    def _gate(self, label: str, entry: Mapping[str, Any], runner: Any) -> KernelResult:
+    def _gate(self, label: str, entry: Mapping[str, Any], runner: Any, path: Path, check: EntryCheck) -> KernelResult:
+        __tracebackhide__ = True
         s, opts = self.settings, self.state.options
         # Not every runner keeps outputs (the replay runner has none): same fallback as tune().
         measurement = _evaluate(runner, entry["params"], keep_outputs=True)
@@ -252,17 +343,39 @@ class Autotune:
         status = {"pass": "pass", "faster": "faster", "slower": "REGRESSION", "broken": "BROKEN"}[outcome.verdict]
         if outcome.stale_ranking and outcome.verdict == "pass":
             status = "stale-ranking"
-        self._row(label, "gate", status, params=dict(entry["params"]),
+        if check.notes and outcome.failed:
+            outcome.message += f"\n  note: {check.notes}"
+        self._row(label, "gate", status, params=self._in_declared_order(entry["params"]),
                   time_ms=cmp.new_median if cmp else None, locked_ms=entry["stats"]["median"],
                   change_pct=cmp.change_pct if cmp else None, p_value=cmp.p_value if cmp else None,
                   strategy=(entry.get("strategy") or {}).get("name"), message=outcome.message,
-                  stale_ranking=outcome.stale_ranking)
+                  stale_ranking=outcome.stale_ranking, note=check.notes, lockfile=str(path))
         if outcome.failed:
-            pytest.fail(outcome.message, pytrace=False)
+            raise pytest.fail.Exception(outcome.message, pytrace=False)
         stats = TimingStats.from_samples(measurement.samples or [measurement.value])
-        return KernelResult(label, "gate", dict(entry["params"]), stats, measurement.extra.get("outputs"), None,
-                            outcome, dict(entry))
+        return KernelResult(label, "gate", self._in_declared_order(entry["params"]), stats,
+                            measurement.extra.get("outputs"), None, outcome, dict(entry))
 
     def _row(self, kernel: str, mode: str, status: str, **fields: Any) -> None:
         row = {"test": self.item.nodeid, "kernel": kernel, "mode": mode, "status": status, **fields}
         self.item.user_properties.append(("autotune", row))
+
+
+def _winner_record(result: TuneResult) -> Any:
+    """The search's winner as a runner-up record (when the locked winner was kept instead)."""
+    from .evaluator import EvaluationRecord
+
+    return EvaluationRecord(-1, -1, dict(result.params), result.measurement, 0.0)
+
+
+def _median(result: TuneResult, record: Any) -> float:
+    confirmed = result.confirmed_samples(record.params)
+    if confirmed:
+        return TimingStats.from_samples(confirmed).median
+    return float(record.value if record.value is not None else record.measurement.value)
+
+
+CALLS_KEY = pytest.StashKey[int]()
+# The summary's status of a tuned kernel, by what happened to its lock entry (see retune.decide).
+TUNE_STATUS = {"first": "first lock", "new": "new winner", "kept": "kept lock", "refreshed": "kept lock",
+               "updated": "kept lock"}

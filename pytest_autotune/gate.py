@@ -27,6 +27,36 @@ class GateOutcome:
         return self.verdict in ("slower", "broken")
 
 
+@dataclass(frozen=True)
+class EntryCheck:
+    """Can a lock entry be gated, and what changed since it was written?
+
+    ``stale`` (why the entry cannot be gated) is set only when the locked
+    configuration cannot be run as it was measured: the problem changed, or
+    the locked parameters are no longer in the search space. An edited
+    kernel (source or compiler options) is gated: kernel edits are what the
+    gate exists for. ``changed`` lists what differs from the lock all the same.
+    """
+
+    stale: str | None
+    changed: tuple[str, ...] = ()
+
+    @property
+    def notes(self) -> str:
+        return "; ".join(f"{name} changed since lock" for name in self.changed)
+
+
+def check_entry(entry: Mapping[str, Any], hashes: Mapping[str, str], locked_in_space: Callable[[], bool]) -> EntryCheck:
+    """Classify ``entry`` against the current ``hashes``; ``locked_in_space()`` is asked only when needed."""
+    recorded = entry.get("hashes") or {}
+    changed = tuple(sorted(name for name, value in hashes.items() if recorded.get(name) != value))
+    if "problem" in changed:
+        return EntryCheck("the problem changed (problem size, argument shapes, dtypes or scalar values)", changed)
+    if "space" in changed and not locked_in_space():
+        return EntryCheck("the locked configuration is no longer in the search space", changed)
+    return EntryCheck(None, changed)
+
+
 def retune_command(nodeid: str) -> str:
     # "--autotune=all", not "--autotune <nodeid>": the option takes an optional value, so argparse
     # would read the node id as that value and reject it.

@@ -6,17 +6,25 @@ this module wires it into a test run and stays thin.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
+import warnings
 from pathlib import Path
 from typing import Any, Generator
 
 import pytest
 
 from . import hookspec
-from .fixture import Autotune
+from .evaluator import Budget
+from .fixture import CALLS_KEY, Autotune
 from .marker import MarkerError, TuneSettings, parse_marker
-from .report import format_table, write_json_report, write_plots
+from .report import failure_lines, format_table, lockfile_lines, not_gated_line, write_json_report, write_plots
 from .session import MISSING_POLICIES, Options, SessionState
+from .strategies import StrategyError, validate_strategy_spec
+
+
+class AutotuneWarning(pytest.PytestWarning):
+    """A marked test that did not do what its marker promised (e.g. never ran a kernel under --autotune)."""
 
 STATE_KEY = pytest.StashKey[SessionState]()
 SETTINGS_KEY = pytest.StashKey[TuneSettings]()
@@ -75,6 +83,48 @@ def _budget_default(text: str) -> Any:
     return int(text) if text.strip().isdigit() else text.strip()
 
 
+def _validated_defaults(config: pytest.Config) -> dict[str, Any]:
+    """Marker defaults from flags and ini options, checked once at start-up: a bad value is a usage
+    error naming the flag (or ini option), not a marker error repeated for every test."""
+    opt, ini = config.getoption, config.getini
+
+    def source(flag: str, ini_name: str) -> tuple[Any, str]:
+        value = opt(flag.lstrip("-").replace("-", "_"))
+        return (value, flag) if value is not None else (ini(ini_name), f"ini option {ini_name}")
+
+    strategy, where = source("--autotune-strategy", "autotune_strategy")
+    try:
+        validate_strategy_spec(strategy)
+    except StrategyError as exc:
+        raise pytest.UsageError(f"{where}={strategy}: {exc}") from None
+    raw_budget, where = source("--autotune-budget", "autotune_budget")
+    budget = _budget_default(str(raw_budget))
+    try:
+        Budget.parse(budget)
+    except ValueError as exc:
+        raise pytest.UsageError(f"{where}={raw_budget}: {exc}") from None
+    values: dict[str, Any] = {"strategy": strategy, "budget": budget, "seed": opt("autotune_seed")}
+    for name, (low, high, example) in {"tolerance": (0.0, 10.0, "0.10 for 10%"), "alpha": (0.0, 1.0, "0.01")}.items():
+        raw, where = source(f"--autotune-{name}", f"autotune_{name}")
+        try:
+            value = float(raw)
+        except (TypeError, ValueError):
+            value = float("nan")
+        if not (low <= value < high) or (name == "alpha" and value == 0):
+            raise pytest.UsageError(f"{where}={raw}: expected a number in [{low:g}, {high:g}), e.g. {example}")
+        values[name] = value
+    return values
+
+
+def _scratch_dir(config: pytest.Config, rootdir: Path) -> Path:
+    """pytest's cache directory; with ``-p no:cacheprovider`` a per-project folder in the user's cache,
+    so the repository never gets an untracked directory."""
+    if getattr(config, "cache", None) is not None:
+        return Path(str(config.cache.mkdir("autotune")))
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "pytest-autotune" / hashlib.sha256(str(rootdir.resolve()).encode()).hexdigest()[:16]
+
+
 def _resolve_options(config: pytest.Config) -> Options:
     opt, ini = config.getoption, config.getini
     rootdir = Path(str(config.rootpath))
@@ -82,15 +132,9 @@ def _resolve_options(config: pytest.Config) -> Options:
     missing = opt("autotune_missing") or ini("autotune_missing")
     if missing not in MISSING_POLICIES:
         raise pytest.UsageError(f"autotune_missing = {missing!r}: choose from {', '.join(MISSING_POLICIES)}")
-    defaults = {
-        "strategy": opt("autotune_strategy") or ini("autotune_strategy"),
-        "budget": _budget_default(opt("autotune_budget") or ini("autotune_budget")),
-        "tolerance": opt("autotune_tolerance") if opt("autotune_tolerance") is not None else float(ini("autotune_tolerance")),
-        "alpha": opt("autotune_alpha") if opt("autotune_alpha") is not None else float(ini("autotune_alpha")),
-        "seed": opt("autotune_seed"),
-    }
+    defaults = _validated_defaults(config)
     devices = [d.strip() for d in (opt("autotune_devices") or "").split(",") if d.strip()]
-    cache_dir = Path(str(config.cache.mkdir("autotune"))) if getattr(config, "cache", None) else rootdir / ".autotune-scratch"
+    cache_dir = _scratch_dir(config, rootdir)
     return Options(mode=opt("autotune"), missing=missing, fresh=opt("autotune_fresh"),
                    lockdir=lockdir if lockdir.is_absolute() else rootdir / lockdir, scratch_dir=cache_dir,
                    ranking=opt("autotune_ranking"), report=Path(opt("autotune_report")) if opt("autotune_report") else None,
@@ -147,6 +191,22 @@ def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: Any) 
     return items
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    """Warn about a marked test that passed under --autotune without running any kernel through the fixture:
+    nothing was tuned, and nothing would say so."""
+    result = yield
+    state = item.config.stash[STATE_KEY]
+    if state.options.mode is not None and item.get_closest_marker("tune") is not None \
+            and item.stash.get(CALLS_KEY, 0) == 0:
+        uses = "autotune" in getattr(item, "fixturenames", ())
+        warnings.warn(AutotuneWarning(
+            f"{item.nodeid} is marked with @pytest.mark.tune but tuned nothing: it "
+            + ("never called autotune.kernel(), autotune.function() or autotune.replay()" if uses
+               else "does not use the autotune fixture")))
+    return result
+
+
 @pytest.fixture
 def autotune(request: pytest.FixtureRequest) -> Autotune:
     """Tune (``pytest --autotune``) or gate (plain ``pytest``) the kernels this test runs."""
@@ -178,25 +238,38 @@ class _SummaryPlugin:
 
 def _summary(terminalreporter: Any, state: SessionState) -> None:
     rows = sorted(state.rows, key=lambda r: (r["test"], r["kernel"]))
-    if rows and state.options.verbosity >= -1:
+    write = terminalreporter.write_line
+    show = bool(rows) and state.options.verbosity >= -1
+    if show:
         terminalreporter.write_sep("=", "autotune summary")
-        for line in format_table(rows):
-            terminalreporter.write_line(line)
+        for line in format_table(rows, width=terminalreporter.config.get_terminal_writer().fullwidth):
+            write(line)
         for r in rows:
+            name = f"{r['test']}::{r['kernel']}"
             if r.get("status") == "faster":
-                terminalreporter.write_line(f"note: {r['message']}")
+                write(f"note: {r['message']}")
             for rival in r.get("stale_ranking") or []:
-                terminalreporter.write_line(f"stale lock: {r['test']}::{r['kernel']} runner-up {rival['params']} "
-                                            f"is now {-rival['change_pct']:.1f}% faster than the locked winner")
+                write(f"stale lock: {name} runner-up {rival['params']} "
+                      f"is now {-rival['change_pct']:.1f}% faster than the locked winner")
+            for line in failure_lines(r):
+                write(line)
+        for line in lockfile_lines(rows):
+            write(line)
     if state.options.report is not None:
         path = write_json_report(state.options.report, rows, {"mode": state.options.mode or "gate",
                                                               "lockdir": str(state.options.lockdir)})
-        terminalreporter.write_line(f"autotune report written to {path}")
+        write(f"autotune report written to {path}")
     if state.options.plots is not None:
         try:
             written = write_plots(state.options.plots, rows)
-            terminalreporter.write_line(f"autotune: {len(written)} convergence plot(s) written to {state.options.plots}")
+            write(f"autotune: {len(written)} convergence plot(s) written to {state.options.plots}")
         except ImportError:
-            terminalreporter.write_line("autotune: --autotune-plots needs matplotlib (pip install matplotlib)")
-
-
+            write("autotune: --autotune-plots needs matplotlib (pip install matplotlib)")
+    if show:
+        left_alone = [f"{r['test']}::{r['kernel']}" for r in rows if r.get("mode") == "locked"]
+        if left_alone:
+            write("autotune: left alone by --autotune=missing (valid lock entry: neither re-tuned nor gated): "
+                  + ", ".join(left_alone))
+        line = not_gated_line(rows)
+        if line:
+            write(line, yellow=True, bold=True)

@@ -11,7 +11,11 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-COLUMNS = ("kernel", "mode", "status", "winner", "time", "vs lock", "evals", "strategy", "failures")
+COLUMNS = ("kernel", "mode", "status", "winner", "time", "vs lock", "evals", "strategy", "failures", "note")
+# Columns that give way, in this order, when the table is wider than the terminal, down to these widths.
+SHRINK_STEPS = (("winner", 16), ("note", 10), ("failures", 12), ("kernel", 24), ("winner", 10), ("kernel", 16))
+ALWAYS_SHOWN = ("kernel", "mode", "status")  # other columns are left out when no row has anything in them
+ELLIPSIS = "…"
 
 
 def _fmt_ms(value: Any) -> str:
@@ -20,11 +24,18 @@ def _fmt_ms(value: Any) -> str:
     return f"{value:.4g} ms"
 
 
-def _fmt_params(params: Mapping[str, Any] | None, width: int = 48) -> str:
+def _fmt_params(params: Mapping[str, Any] | None) -> str:
     if not params:
         return "-"
-    text = ", ".join(f"{k}={v}" for k, v in params.items())
-    return text if len(text) <= width else text[: width - 3] + "..."
+    return ", ".join(f"{k}={v}" for k, v in params.items())
+
+
+def _shorten(text: str, width: int, keep_end: bool = False) -> str:
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return ELLIPSIS[:width]
+    return ELLIPSIS + text[-(width - 1):] if keep_end else text[: width - 1] + ELLIPSIS
 
 
 def table_rows(rows: Iterable[Mapping[str, Any]]) -> list[list[str]]:
@@ -42,19 +53,70 @@ def table_rows(rows: Iterable[Mapping[str, Any]]) -> list[list[str]]:
             "-" if r.get("evaluations") is None else f"{r['evaluations']}/{r.get('budget', '-')}",
             str(r.get("strategy") or "-"),
             ", ".join(f"{k}:{v}" for k, v in sorted(failures.items())) or "-",
+            str(r.get("note") or "-"),
         ])
     return out
 
 
-def format_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Fixed-width table lines, one row per kernel."""
+def _fit(widths: dict[str, int], width: int | None) -> dict[str, int]:
+    """Narrow the shrinkable columns (winner first) until the table fits ``width`` characters, if it can."""
+    widths = dict(widths)
+    for name, narrowest in SHRINK_STEPS:
+        excess = sum(widths.values()) + 2 * (len(widths) - 1) - (width or 0)
+        if not width or excess <= 0:
+            break
+        if name in widths:
+            widths[name] -= min(excess, max(0, widths[name] - narrowest))
+    return widths
+
+
+def format_table(rows: Sequence[Mapping[str, Any]], width: int | None = None) -> list[str]:
+    """Fixed-width table lines, one row per kernel, fitted to ``width`` (the terminal's) when given.
+
+    Columns empty in every row are left out; long winners (then notes, failures and test ids) are
+    cut with an ellipsis. The JSON report keeps the full text.
+    """
     body = table_rows(rows)
-    widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(COLUMNS)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(COLUMNS, widths)).rstrip()]
+    shown = [i for i, h in enumerate(COLUMNS) if h in ALWAYS_SHOWN or not body or any(b[i] != "-" for b in body)]
+    headers = [COLUMNS[i] for i in shown]
+    fitted = _fit({COLUMNS[i]: max([len(COLUMNS[i]), *(len(b[i]) for b in body)]) for i in shown}, width)
+    widths = [fitted[h] for h in headers]
+    lines = ["  ".join(h[:w].ljust(w) for h, w in zip(headers, widths)).rstrip()]
     lines.append("  ".join("-" * w for w in widths))
     for b in body:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(b, widths)).rstrip())
+        cells = [_shorten(b[i], w, keep_end=COLUMNS[i] == "kernel") for i, w in zip(shown, widths)]
+        lines.append("  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip())
     return lines
+
+
+def failure_lines(row: Mapping[str, Any], width: int = 160) -> list[str]:
+    """One short line per failure kind: how many, the first configuration and the first line of its error."""
+    out = []
+    for kind, example in sorted((row.get("failure_examples") or {}).items()):
+        detail = next((line.strip() for line in str(example.get("detail", "")).splitlines() if line.strip()), "")
+        text = (f"  {row.get('test')}::{row.get('kernel')} {kind} x{example.get('count', '?')}, "
+                f"first at {_fmt_params(example.get('params'))}: {detail}")
+        out.append(_shorten(text, width))
+    return out
+
+
+def lockfile_lines(rows: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Which lockfiles the run read and which it wrote."""
+    used: dict[str, bool] = {}
+    for r in rows:
+        if r.get("lockfile"):
+            used[r["lockfile"]] = used.get(r["lockfile"], False) or bool(r.get("lock_written"))
+    return [f"autotune lockfile: {path} ({'written' if written else 'read'})" for path, written in sorted(used.items())]
+
+
+def not_gated_line(rows: Iterable[Mapping[str, Any]]) -> str:
+    """The closing line naming every kernel the gate could not check, and why (visible without -rs)."""
+    missed = [r for r in rows if r.get("mode") == "gate" and r.get("status") in ("missing", "stale")]
+    if not missed:
+        return ""
+    parts = [f"{r['test']}::{r['kernel']} ({'no lock entry for this device' if r['status'] == 'missing' else r.get('message', 'stale')})"
+             for r in missed]
+    return f"autotune: {len(missed)} kernel(s) NOT GATED: " + "; ".join(parts)
 
 
 def write_json_report(path: str | Path, rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> Path:

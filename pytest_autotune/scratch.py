@@ -8,14 +8,49 @@ must measure again.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from .hashing import stable_hash
+import numpy as np
+
+from .hashing import describe_callable, stable_hash
 from .results import FailureKind, Measurement
 from .space import SearchSpace
+
+
+def _content(value: Any) -> Any:
+    """JSON data standing for ``value``'s content: arrays by a digest of their bytes, callables by source."""
+    if isinstance(value, np.ndarray):
+        data = np.ascontiguousarray(value)
+        return {"array": hashlib.sha256(data.view(np.uint8).reshape(-1).tobytes()).hexdigest()[:16],
+                "shape": list(data.shape), "dtype": data.dtype.str}
+    if isinstance(value, np.generic):
+        return {"scalar": value.dtype.str, "value": value.item()}
+    if isinstance(value, Mapping):
+        return {str(k): _content(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_content(v) for v in value]
+    if callable(value):
+        return describe_callable(value)
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if hasattr(value, "__dataclass_fields__"):
+        import dataclasses
+
+        return {type(value).__name__: _content(dataclasses.asdict(value))}
+    # A default repr carries a memory address, different in every run: drop it, or nothing would resume.
+    text = re.sub(r" at 0x[0-9a-fA-F]+", "", repr(value))[:200]
+    return {"object": f"{type(value).__module__}.{type(value).__qualname__}", "repr": text}
+
+
+def fingerprint(inputs: Mapping[str, Any]) -> str:
+    """Digest of everything besides the lock's hashes that decides an evaluation's outcome: expected
+    outputs (their values, not only shapes), tolerances, the verify function, measure options, runner."""
+    return stable_hash(_content(dict(inputs)))
 
 
 class ScratchCache:

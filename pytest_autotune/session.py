@@ -29,6 +29,14 @@ class Options:
     is_worker: bool = False
 
 
+def eta(done: int, budget: int | None, elapsed: float) -> str:
+    """``", ETA 12s"`` from the mean time per evaluation so far; empty when it cannot be known."""
+    if not budget or done <= 0 or done >= budget:
+        return ""
+    left = (budget - done) * elapsed / done
+    return f", ETA {left:.0f}s" if left < 120 else f", ETA {left / 60:.1f}min"
+
+
 @dataclass
 class Progress:
     """A live progress line per tuned kernel: evaluations/budget, best so far, failures, elapsed."""
@@ -53,8 +61,9 @@ class Progress:
         best = evaluator.history.best
         best_text = f"{best.value:.4g} ms" if best is not None else "-"
         budget = self.budget if self.budget is not None else "-"
+        elapsed = now - self.started
         self.write_line(f"autotune {self.label}: {done}/{budget} evaluations, best {best_text}, "
-                        f"{self.failures} failed, {now - self.started:.1f}s")
+                        f"{self.failures} failed, {elapsed:.1f}s{eta(done, self.budget, elapsed)}")
 
 
 @dataclass
@@ -62,6 +71,11 @@ class SessionState:
     options: Options
     write_line: Callable[[str], None] | None = None
     rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def say(self, line: str) -> None:
+        """One line on the terminal now (not under -q, not from xdist workers)."""
+        if self.write_line is not None and self.options.verbosity >= 0 and not self.options.is_worker:
+            self.write_line(line)
 
     def progress(self, label: str, budget: int | None) -> Progress:
         quiet = self.options.verbosity < 0 or self.options.is_worker

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+import numpy as np
+
 from .evaluator import Budget, EvaluationRecord, Evaluator, SearchHistory
 from .measure import TimingStats
 from .results import Measurement
@@ -26,10 +28,16 @@ from .strategies.registry import StrategySpec
 DEFAULT_STRATEGY = "auto"
 DEFAULT_BUDGET = 200
 RUNNERS_UP = 3
+CONFIRM_TOP = 3  # finalists re-timed after the search (plus the incumbent)
+CONFIRM_ROUNDS = 2  # interleaved re-timing rounds of the finalists
 
 
 class TuneError(RuntimeError):
-    """No configuration could be measured successfully."""
+    """No configuration could be measured successfully; ``history`` holds every failed attempt."""
+
+    def __init__(self, message: str, history: SearchHistory | None = None) -> None:
+        super().__init__(message)
+        self.history = history
 
 
 @dataclass
@@ -47,6 +55,13 @@ class TuneResult:
     space: SearchSpace
     outputs: list[Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # Finalists re-timed side by side after the search: params key -> pooled samples of the rounds.
+    confirmation: dict[str, list[float]] = field(default_factory=dict)
+    incumbent: dict[str, Any] | None = None  # the configuration the caller asked to defend (a locked winner)
+
+    def confirmed_samples(self, params: Mapping[str, Any]) -> list[float] | None:
+        """The confirmation samples of ``params`` (``None`` when it was not a finalist or failed there)."""
+        return self.confirmation.get(params_key(params))
 
     @property
     def evaluations(self) -> int:
@@ -70,6 +85,11 @@ def build_space(params: Mapping[str, Sequence[Any]], restrictions: Iterable[Rest
     return SearchSpace(params, restrictions, merged)
 
 
+def params_key(params: Mapping[str, Any]) -> str:
+    """A hashable, order-independent name of a configuration."""
+    return repr(sorted((str(k), repr(v)) for k, v in params.items()))
+
+
 def _evaluate(runner: Runner, params: Mapping[str, Any], keep_outputs: bool) -> Measurement:
     if keep_outputs:
         try:
@@ -85,13 +105,22 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
          seed: int | None = None, constants: Mapping[str, Any] | None = None,
          cache: Mapping[int, Measurement] | None = None,
          on_record: Callable[[EvaluationRecord, Evaluator], None] | None = None,
-         keep_outputs: bool = True, runners_up: int = RUNNERS_UP) -> TuneResult:
+         keep_outputs: bool = True, runners_up: int = RUNNERS_UP, incumbent: Mapping[str, Any] | None = None,
+         seeds: Sequence[Mapping[str, Any]] = (), confirm_rounds: int = CONFIRM_ROUNDS,
+         confirm_top: int = CONFIRM_TOP) -> TuneResult:
     """Search ``params`` under ``restrictions`` with ``strategy`` on ``runner``; return the verified winner.
 
     ``budget`` is a number of unique evaluations or a duration (``"90s"``).
     ``cache`` holds already measured rows of the same space (resumption).
-    The winner is measured once more with its outputs kept, so the caller
-    gets fresh outputs to inspect (the lock keeps the search's samples).
+    ``incumbent`` (a locked winner) and ``seeds`` are evaluated first, as
+    ordinary candidates; configurations outside the space are ignored.
+
+    A winner measured once during a noisy moment is not trusted: the best
+    ``confirm_top`` configurations of the search, and the incumbent, are
+    re-timed in ``confirm_rounds`` interleaved rounds (ABCABC..., so all see
+    the same conditions), and the winner is the lowest median of those pooled
+    samples, which also become its statistics. The winner is then measured
+    once more with its outputs kept, so the caller gets fresh outputs.
     """
     if space is None:
         if params is None:
@@ -104,22 +133,92 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
                             "cannot profile (use the replay runner on a recording with counters, or a CUDA runner "
                             "with Nsight Compute installed)")
         search.profiler = runner.profile  # type: ignore[attr-defined]
-    evaluator = Evaluator(space, runner.evaluate, budget, cache=cache, on_record=on_record)
+    first = [incumbent] if incumbent is not None else []
+    seed_rows = [row for row in (space.find(dict(p)) for p in [*first, *seeds]) if row >= 0]
+    evaluator = Evaluator(space, runner.evaluate, budget, cache=cache, on_record=on_record, seeds=seed_rows)
     history = evaluator.run(search)
     ranked = history.ranked()
     if not ranked:
-        failures = ", ".join(f"{k}: {v}" for k, v in sorted(history.failures().items())) or "none evaluated"
-        last = history.records[-1].measurement.detail.strip().splitlines()[:3] if history.records else []
-        raise TuneError(f"no configuration ran successfully in {len(history.records)} evaluations "
-                        f"({failures}){'; last error: ' + ' | '.join(last) if last else ''}")
-    best = ranked[0]
+        raise TuneError(no_success_message(history), history)
+    finalists = ranked[:max(1, confirm_top)]
+    defended = next((r for r in ranked if incumbent is not None and params_key(r.params) == params_key(incumbent)),
+                    None)
+    if defended is not None and defended not in finalists:
+        finalists.append(defended)
+    confirmation = confirm(runner, [r.params for r in finalists], confirm_rounds) if len(finalists) > 1 else {}
+    best = min(finalists, key=lambda r: _confirmed_median(confirmation, r))
+    samples = confirmation.get(params_key(best.params)) or best.measurement.samples or [best.value]
     outputs = None
     if keep_outputs:
         again = _evaluate(runner, best.params, keep_outputs=True)
         outputs = again.extra.get("outputs")
-    stats = TimingStats.from_samples(best.measurement.samples or [best.value])  # type: ignore[list-item]
+    stats = TimingStats.from_samples(samples)  # type: ignore[arg-type]
+    others = [r for r in ranked if r is not best]
+    others.sort(key=lambda r: _confirmed_median(confirmation, r))
     return TuneResult(
-        params=dict(best.params), value=float(best.value), stats=stats,  # type: ignore[arg-type]
-        measurement=best.measurement, history=history, runners_up=ranked[1:1 + runners_up],
+        params=dict(best.params), value=float(stats.objective(_objective_name(runner))), stats=stats,
+        measurement=best.measurement, history=history, runners_up=others[:runners_up],
         strategy={"name": search.name, "hyperparameters": search.hyperparameters(), "seed": seed},
-        device=runner.device(), space=space, outputs=outputs)
+        device=runner.device(), space=space, outputs=outputs, confirmation=confirmation,
+        incumbent=dict(incumbent) if incumbent is not None else None)
+
+
+def _objective_name(runner: Runner) -> str:
+    measure = getattr(runner, "measure", None)
+    return getattr(measure, "objective", "median")
+
+
+def _confirmed_median(confirmation: Mapping[str, list[float]], record: EvaluationRecord) -> float:
+    """Rank by the confirmation rounds where a configuration took part, else by its search value.
+
+    A finalist that failed in the confirmation rounds (flaky) ranks last."""
+    key = params_key(record.params)
+    if key in confirmation:
+        samples = confirmation[key]
+        return float(np.median(samples)) if samples else float("inf")
+    return float(record.value)  # type: ignore[arg-type]
+
+
+def confirm(runner: Runner, candidates: Sequence[Mapping[str, Any]], rounds: int) -> dict[str, list[float]]:
+    """Re-time ``candidates`` in ``rounds`` interleaved rounds; pooled samples per candidate.
+
+    A candidate that fails in any round gets an empty list: a configuration
+    that does not run reliably is no winner.
+    """
+    pooled: dict[str, list[float]] = {params_key(p): [] for p in candidates}
+    failed: set[str] = set()
+    for _ in range(max(0, rounds)):
+        for params in candidates:
+            key = params_key(params)
+            if key in failed:
+                continue
+            m = runner.evaluate(params)
+            if m.ok:
+                pooled[key].extend(m.samples or [float(m.value)])  # type: ignore[arg-type]
+            else:
+                failed.add(key)
+                pooled[key] = []
+    return pooled
+
+
+def no_success_message(history: SearchHistory) -> str:
+    """Why a search found nothing: the failure counts and, per kind, the first error in full."""
+    failures = ", ".join(f"{k}: {v}" for k, v in sorted(history.failures().items())) or "none evaluated"
+    lines = [f"no configuration ran successfully in {len(history.records)} evaluations ({failures})"]
+    for kind, example in first_failures(history).items():
+        lines.append(f"first {kind} failure, at {example['params']}:")
+        lines.extend("    " + line for line in example["detail"].strip().splitlines()[:40])
+    return "\n".join(lines)
+
+
+def first_failures(history: SearchHistory) -> dict[str, dict[str, Any]]:
+    """Per failure kind, the first failed configuration and its full error text."""
+    out: dict[str, dict[str, Any]] = {}
+    for record in history.records:
+        failure = record.measurement.failure
+        if failure is not None and str(failure) not in out:
+            out[str(failure)] = {"params": dict(record.params), "detail": record.measurement.detail,
+                                 "count": 0}
+        if failure is not None:
+            out[str(failure)]["count"] += 1
+    return out

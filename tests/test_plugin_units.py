@@ -21,7 +21,8 @@ from pytest_autotune.gate import retune_command, run_gate
 from pytest_autotune.marker import MARKER_ARGS, MarkerError, parse_marker
 from pytest_autotune.measure import MeasureOptions
 from pytest_autotune.plugin import _autotune_mode, _budget_default
-from pytest_autotune.report import COLUMNS, format_table, write_json_report, write_plots
+from pytest_autotune.report import (COLUMNS, failure_lines, format_table, lockfile_lines, not_gated_line,
+                                   write_json_report, write_plots)
 from pytest_autotune.results import FailureKind, Measurement
 from pytest_autotune.scratch import ScratchCache
 from pytest_autotune.session import Options, Progress, SessionState
@@ -284,6 +285,8 @@ ROWS = [
     {"test": "t.py::test_b", "kernel": "k", "mode": "gate", "status": "REGRESSION",
      "params": {f"P{i}": 1000 + i for i in range(10)}, "time_ms": 12.5, "change_pct": 23.04, "strategy": None},
     {"test": "t.py::test_c", "kernel": "k", "mode": "gate", "status": "missing", "message": "no lock entry"},
+    {"test": "t.py::test_e", "kernel": "k", "mode": "gate", "status": "pass", "params": {"B": 8}, "time_ms": 1.0,
+     "change_pct": 1.0, "note": "source changed since lock"},
     {"test": "t.py::test_d", "kernel": "k", "mode": "gate", "status": "faster", "time_ms": float("nan"),
      "change_pct": -40.0, "params": {}},
 ]
@@ -293,22 +296,54 @@ def test_summary_table_columns_and_formats() -> None:
     lines = format_table(ROWS)
     assert len(lines) == 2 + len(ROWS)
     assert lines[0].split() == ["kernel", "mode", "status", "winner", "time", "vs", "lock", "evals", "strategy",
-                                "failures"]
+                                "failures", "note"]
     assert set(lines[1]) == {"-", " "}
     starts = [i for i, c in enumerate(lines[1]) if c == "-" and (i == 0 or lines[1][i - 1] == " ")]
     assert len(starts) == len(COLUMNS)
     for line in lines[2:]:  # every cell starts in its column
         for s in starts[1:]:
             assert line[s - 2:s] == "  " or len(line) <= s, line
-    a, b, c, d = lines[2:]
+    a, b, c, e, d = lines[2:]
+    assert e.endswith("source changed since lock")
     assert a.startswith("t.py::test_a::matmul  tune  tuned ") and "B=64, U=4" in a and "0.1235 ms" in a
-    assert "30/200" in a and "random" in a and a.endswith("compile:2, runtime:1")
+    assert "30/200" in a and "random" in a and a.endswith("compile:2, runtime:1  -")  # the note column
     assert "REGRESSION" in b and "12.5 ms" in b and "+23.0%" in b
     winner = b[starts[3]:starts[4]].strip()
-    assert len(winner) == 48 and winner.endswith("...")  # long parameter lists are cut
-    assert c.split()[3:] == ["-"] * 6  # nothing known: dashes
+    assert winner == ", ".join(f"P{i}={1000 + i}" for i in range(10))  # no terminal width: nothing is cut
+    assert c.split()[3:] == ["-"] * 7  # nothing known: dashes
     assert "-40.0%" in d and d.split()[3] == "-" and d.split()[4] == "-"  # empty params, NaN time
     assert format_table([]) == ["  ".join(COLUMNS), "  ".join("-" * len(h) for h in COLUMNS)]
+    assert "note" not in format_table(ROWS[4:])[0] and "winner" not in format_table(ROWS[2:3])[0]  # empty columns
+
+
+@pytest.mark.parametrize("width", [80, 120, 140])
+def test_summary_table_fits_the_terminal_width(width: int) -> None:
+    long_test = "tests/test_a_rather_long_module_name.py::test_with_a_long_name[param-1]"
+    rows = [{**ROWS[1], "test": long_test, "note": "source changed since lock"}, ROWS[0]]
+    if width == 80:  # a gate run: no evaluations, failures or notes to show
+        rows = [{**ROWS[1], "test": long_test, "strategy": "auto"}, {**ROWS[1], "status": "pass"}]
+    lines = format_table(rows, width=width)
+    assert max(len(line) for line in lines) <= width, "\n".join(lines)
+    regression = lines[2]
+    assert "…" in regression  # the winner column is cut with an ellipsis
+    assert "REGRESSION" in regression and "+23.0%" in regression  # the verdict columns are never cut
+    assert lines[2].startswith("…") and "name[param-1]::k  gate" in lines[2]  # test ids keep their end
+    wide = format_table(rows, width=1000)
+    assert "P9=1009" in wide[2] and "…" not in "".join(wide)
+
+
+def test_failure_lines_lockfile_lines_and_the_not_gated_line() -> None:
+    row = {"test": "t.py::test_a", "kernel": "k", "failure_examples": {
+        "compile": {"params": {"B": 3}, "count": 4, "detail": "\nk.c:3:5: error: 'x' undeclared\n  3 | x = 1;\n"}}}
+    assert failure_lines(row) == ["  t.py::test_a::k compile x4, first at B=3: k.c:3:5: error: 'x' undeclared"]
+    assert lockfile_lines([{"lockfile": "L/a.json"}, {"lockfile": "L/a.json", "lock_written": True},
+                           {"lockfile": "L/b.json"}]) == ["autotune lockfile: L/a.json (written)",
+                                                          "autotune lockfile: L/b.json (read)"]
+    assert not_gated_line(ROWS[:2]) == ""
+    rows = [ROWS[2], {"test": "t.py::test_e", "kernel": "k", "mode": "gate", "status": "stale",
+                      "message": "lock entry is stale: the problem changed"}]
+    assert not_gated_line(rows) == ("autotune: 2 kernel(s) NOT GATED: t.py::test_c::k (no lock entry for this "
+                                    "device); t.py::test_e::k (lock entry is stale: the problem changed)")
 
 
 def test_json_report(tmp_path: Path) -> None:

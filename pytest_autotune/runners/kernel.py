@@ -312,7 +312,26 @@ def _check_arg(i: int, arg: Any) -> Any:
     raise SpecError(f"argument {i} has unsupported type {type(arg).__name__}; use numpy arrays or numpy scalars")
 
 
+def _describe_expected(expected: Any) -> str:
+    if isinstance(expected, np.ndarray):
+        return f"an array of shape {expected.shape}"
+    return f"a {type(expected).__name__}"
+
+
+def _wrapped_hint(args: Sequence[Any], expected: Any) -> str:
+    """``[None, ref, None]`` with ``ref`` where the only argument of the reference's shape sits."""
+    shape = getattr(expected, "shape", None)
+    same = [i for i, a in enumerate(args) if isinstance(a, np.ndarray) and a.shape == shape]
+    at = same[0] if len(same) == 1 else 0
+    items = ["ref" if i == at else "None" for i in range(len(args))]
+    return "[" + ", ".join(items if len(items) <= 6 else [*items[:at + 1], "..."]) + "]"
+
+
 def _check_expected(args: Sequence[Any], expected: Sequence[Any]) -> list[Any]:
+    if isinstance(expected, np.ndarray) or not isinstance(expected, (list, tuple)):
+        raise SpecError(f"expected must be a list with one entry per argument ({len(args)} here), got "
+                        f"{_describe_expected(expected)}; wrap the array: expected={_wrapped_hint(args, expected)} "
+                        "(None where an argument is not an output)")
     expected = list(expected)
     if len(expected) != len(args):
         raise SpecError(f"expected has {len(expected)} entries but there are {len(args)} arguments; use None to skip one")
