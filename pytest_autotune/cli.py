@@ -4,6 +4,8 @@
     A lockfile (or every lockfile in a directory) as a table.
 ``diff A B [--fail-on-change] [--threshold PCT]``
     What differs between two lockfiles: two GPUs, or before/after a re-tune.
+``prune [--dry-run] [PYTEST_ARGS...]``
+    Remove lock entries of tests that no longer exist (runs pytest's collection only).
 
 Exit codes: 0 success, 1 ``diff --fail-on-change`` found a difference,
 2 usage error or a missing / unreadable / invalid lockfile (the message names it).
@@ -241,6 +243,26 @@ def cmd_diff(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_CHANGED if differs and args.fail_on_change else EXIT_OK
 
 
+def cmd_prune(args: argparse.Namespace, out: TextIO) -> int:
+    from .prune import PruneError, collect, find_orphans, prune
+
+    try:
+        orphans = find_orphans(collect(args.pytest_args))
+    except PruneError as exc:
+        raise _UsageError(str(exc)) from None
+    if not orphans:
+        out.write("pytest-autotune prune: every lock entry belongs to a collected test; nothing to remove\n")
+        return EXIT_OK
+    verb = "would remove" if args.dry_run else "removed"
+    for o in orphans:
+        out.write(f"{verb} {o.key}  ({o.lockfile}: test {o.test} not collected)\n")
+    if not args.dry_run:
+        prune(orphans)
+    out.write(f"pytest-autotune prune: {len(orphans)} entr{'y' if len(orphans) == 1 else 'ies'} {verb}"
+              f"{' (dry run: nothing written)' if args.dry_run else ''}\n")
+    return EXIT_OK
+
+
 # --------------------------------------------------------------------------- entry point
 
 
@@ -274,6 +296,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="ignore median changes of at most PCT percent (default: 0, report any change)",
     )
     diff.set_defaults(func=cmd_diff)
+
+    prune = sub.add_parser(
+        "prune",
+        help="remove lock entries of tests that no longer exist",
+        description="Remove lock entries that belong to no collected tune-marked test (renamed or deleted "
+        "tests). Runs pytest's collection only, with the project's configuration; refuses on collection errors.",
+    )
+    prune.add_argument("--dry-run", action="store_true", help="list what would be removed, write nothing")
+    prune.add_argument("pytest_args", nargs=argparse.REMAINDER, metavar="PYTEST_ARGS",
+                       help="arguments for pytest's collection (test paths, -c FILE, --autotune-lockdir=DIR)")
+    prune.set_defaults(func=cmd_prune)
     return parser
 
 

@@ -93,7 +93,9 @@ def failure_lines(row: Mapping[str, Any], width: int = 160) -> list[str]:
     """One short line per failure kind: how many, the first configuration and the first line of its error."""
     out = []
     for kind, example in sorted((row.get("failure_examples") or {}).items()):
-        detail = next((line.strip() for line in str(example.get("detail", "")).splitlines() if line.strip()), "")
+        lines = [line.strip() for line in str(example.get("detail", "")).splitlines() if line.strip()]
+        # the compiler's first error, not the command line it echoes first
+        detail = next((line for line in lines if re.search(r"\berror\b", line, re.I)), lines[0] if lines else "")
         text = (f"  {row.get('test')}::{row.get('kernel')} {kind} x{example.get('count', '?')}, "
                 f"first at {_fmt_params(example.get('params'))}: {detail}")
         out.append(_shorten(text, width))

@@ -506,13 +506,13 @@ def _calls(pytester: pytest.Pytester) -> list[int]:
     return [int(x) for x in log.read_text().split()] if log.exists() else []
 
 
-def _interrupt(pytester: pytest.Pytester, mode: str) -> None:
+def _interrupt(pytester: pytest.Pytester, mode: str, *args: str) -> None:
     """First run: measures X=1..3, then dies on X=4 (Ctrl-C or a hard exit).
 
     Always in a subprocess: pytester re-raises an inner KeyboardInterrupt in this process.
     """
     (pytester.path / "mode.txt").write_text(mode)
-    result = pytester.runpytest_subprocess(*INNER_ARGS, "--autotune")
+    result = pytester.runpytest_subprocess(*INNER_ARGS, "--autotune", *args)
     if mode == "exit":
         assert result.ret == 3, result.outlines  # os._exit(3): no summary, no cleanup
     else:
@@ -520,6 +520,8 @@ def _interrupt(pytester: pytest.Pytester, mode: str) -> None:
         result.stdout.fnmatch_lines(["*KeyboardInterrupt*"])
     assert _calls(pytester) == [1, 2, 3, 4]
     assert lock_files(pytester) == []
+    if "no:cacheprovider" in args:
+        return
     scratch = list((pytester.path / ".pytest_cache" / "d" / "autotune").glob("*.jsonl"))
     assert len(scratch) == 1
     records = [json.loads(line) for line in scratch[0].read_text().splitlines()]
@@ -802,3 +804,227 @@ def test_untuned(autotune):
     # a report asked for is written even when nothing was tuned
     result = run(project, "-k", "nothing", "--autotune-report=r.json")
     assert json.loads((project.path / "r.json").read_text())["kernels"] == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Trust: stale results never replayed, failures visible, errors at the test's line, no silent no-ops
+# ---------------------------------------------------------------------------------------------
+REFERENCE_TEST = '''
+import pathlib
+
+import numpy as np
+import pytest
+
+FACTOR = float((pathlib.Path(__file__).parent / "factor.txt").read_text())
+
+
+def scale(p, a):
+    return [a * np.float32(2.0)]
+
+
+@pytest.mark.tune(params={"X": [1, 2, 3]}, strategy="brute_force",
+                  measure={"warmup": 0, "min_iterations": 3, "max_iterations": 3})
+def test_reference(autotune):
+    a = np.arange(8, dtype=np.float32)
+    autotune.function(lambda p: scale(p, a), expected=[a * np.float32(FACTOR)], args=[a])
+'''
+
+
+def test_a_fixed_reference_is_never_answered_from_the_scratch_cache(project: pytest.Pytester) -> None:
+    project.makepyfile(test_reference=REFERENCE_TEST)
+    (project.path / "factor.txt").write_text("3.0")  # wrong: the kernel doubles
+    result = run(project, "--autotune", "--autotune-report=report.json")
+    result.assert_outcomes(failed=1)
+    (row,) = json.loads((project.path / "report.json").read_text())["kernels"]
+    assert row["status"] == "failed" and row["failures"] == {"wrong_output": 3}
+    assert row["failure_examples"]["wrong_output"]["params"] == {"X": 1}
+    assert summary_rows(result)["test_reference.py::test_reference::<lambda>"][2] == "failed"
+    (project.path / "factor.txt").write_text("2.0")  # the reference fixed, nothing else
+    result = run(project, "--autotune")
+    result.assert_outcomes(passed=1)
+    assert "resumed" not in result.stdout.str()
+
+
+NEVER_COMPILES_C = "void broken(float *out, int n) {\n    out[0] = undeclared_variable;\n}\n"
+NEVER_COMPILES_TEST = '''
+import numpy as np
+import pytest
+
+
+@pytest.mark.tune(params={"UNROLL": [1, 2]}, strategy="brute_force")
+def test_broken(autotune):
+    autotune.kernel("broken.c", "broken", 4, [np.zeros(4, np.float32), np.int32(4)])
+'''
+
+
+@needs_gcc
+def test_a_kernel_that_never_compiles_shows_the_compiler_output(project: pytest.Pytester) -> None:
+    project.makefile(".c", broken=NEVER_COMPILES_C)
+    project.makepyfile(test_broken=NEVER_COMPILES_TEST)
+    result = run(project, "--autotune", "--autotune-report=report.json")
+    result.assert_outcomes(failed=1)
+    assert not re.search(r"undeclared_variable.* \| .*broken\.c:", result.stdout.str())  # lines, not one line
+    result.stdout.fnmatch_lines([
+        "*no configuration ran successfully in 2 evaluations (compile: 2)",
+        "*first compile failure, at {'UNROLL': 1}:",
+        "*error: *undeclared_variable* undeclared*"])
+    row = summary_rows(result)["test_broken.py::test_broken::broken"]
+    assert row[2] == "failed" and row[8] == "compile:2"
+    result.stdout.fnmatch_lines(["  test_broken.py::test_broken::broken compile x2, first at UNROLL=1: "
+                                 "broken.c:2:14: error: *undeclared_variable* undeclared*"])
+    (report,) = json.loads((project.path / "report.json").read_text())["kernels"]
+    assert "undeclared_variable" in report["failure_examples"]["compile"]["detail"]
+
+
+ERRORS_TEST = '''
+import numpy as np
+import pytest
+
+A = np.zeros(16, np.float32)
+
+
+@pytest.mark.tune(params={"UNROLL": [1, 2]}, strategy="brute_force")
+def test_missing_file(autotune):
+    autotune.kernel("no_such_kernel.c", "work", 16, [A, A, np.array([1], np.int32), np.int32(16)])
+
+
+@pytest.mark.tune(params={"UNROLL": [1, 2]}, strategy="brute_force")
+def test_bare_expected(autotune):
+    autotune.kernel("work.c", "work", 16, [A, A, np.array([1], np.int32), np.int32(16)], expected=A)
+
+
+@pytest.mark.tune(params={"UNROLL": [1, 2]}, strategy="brute_force")
+def test_duplicate_name(autotune):
+    args = [A.copy(), A, np.array([1], np.int32), np.int32(16)]
+    autotune.kernel("work.c", "work", 16, args)
+    autotune.kernel("work.c", "work", 16, args)
+
+
+@pytest.mark.tune(params={"block_size_x": [32, 64]}, strategy="brute_force")
+def test_no_device(autotune):
+    source = "__global__ void fill(float *a, int n) { int i = threadIdx.x; if (i < n) a[i] = 1.0f; }"
+    autotune.kernel(source, "fill", 16, [A.copy(), np.int32(16)], runner="cupy")
+'''
+
+
+@needs_gcc
+def test_errors_in_the_tests_own_call_fail_at_its_line(project: pytest.Pytester) -> None:
+    project.makefile(".c", work=WORK_C)
+    project.makepyfile(test_errors=ERRORS_TEST)
+    result = run(project, "--autotune", "-k", "not no_device")
+    result.assert_outcomes(failed=3, deselected=1)
+    out = result.stdout.str()
+    for internal in ("fixture.py:", "<string>:", "kernel.py:", "runners/"):
+        assert internal not in out.split("short test summary info")[0], internal
+    result.stdout.fnmatch_lines([
+        "*autotune.kernel('work'): kernel source file 'no_such_kernel.c' does not exist",
+        "test_errors.py:9: Failed",
+        "*expected must be a list with one entry per argument (4 here), got an array of shape (16,); "
+        "wrap the array: expected=[[]ref, None, None, None]*",
+        "*kernel name 'work' is used twice in test_errors.py::test_duplicate_name; pass name= to tell them apart",
+    ])
+    # a skip (no device for this runner) points at the test's own line, not into the plugin
+    result = run(project, "-k", "no_device")
+    result.assert_outcomes(skipped=1, deselected=3)
+    result.stdout.fnmatch_lines(["SKIPPED [[]1[]] test_errors.py:27: autotune: no usable device for this kernel: *"])
+
+
+def test_command_line_defaults_are_checked_once_at_start_up(project: pytest.Pytester) -> None:
+    project.makepyfile(test_reference=REFERENCE_TEST)
+    (project.path / "factor.txt").write_text("2.0")
+    for flag, message in (("--autotune-strategy=nonsense", "--autotune-strategy=nonsense: unknown strategy"),
+                          ("--autotune-budget=abc", "--autotune-budget=abc: budget duration 'abc' is not"),
+                          ("--autotune-tolerance=-1", "--autotune-tolerance=-1.0: expected a number in [0, 10)")):
+        result = run(project, flag)
+        assert result.ret == pytest.ExitCode.USAGE_ERROR, flag
+        assert result.stderr.str().count(message) == 1, result.stderr.str()
+
+
+UNUSED_MARKER_TEST = '''
+import pytest
+
+
+@pytest.mark.tune(params={"X": [1, 2]})
+def test_forgot_the_fixture():
+    pass
+
+
+@pytest.mark.tune(params={"X": [1, 2]})
+def test_forgot_the_call(autotune):
+    pass
+'''
+
+
+def test_a_marked_test_that_tunes_nothing_is_warned_about(project: pytest.Pytester) -> None:
+    project.makepyfile(test_unused=UNUSED_MARKER_TEST)
+    result = run(project, "--autotune")
+    result.assert_outcomes(passed=2, warnings=2)
+    result.stdout.fnmatch_lines([
+        "*AutotuneWarning: test_unused.py::test_forgot_the_fixture is marked with @pytest.mark.tune but tuned "
+        "nothing: it does not use the autotune fixture",
+        "*AutotuneWarning: test_unused.py::test_forgot_the_call is marked with @pytest.mark.tune but tuned "
+        "nothing: it never called autotune.kernel(), autotune.function() or autotune.replay()"])
+    run(project).assert_outcomes(passed=2)  # the gate has nothing to say about them
+
+
+def test_no_cacheprovider_leaves_no_untracked_directory(project: pytest.Pytester, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "user-cache"))
+    project.makepyfile(test_resume=RESUME_TEST)
+    _interrupt(project, "keyboard-interrupt", "-p", "no:cacheprovider")
+    before = {p.name for p in project.path.iterdir()}
+    assert not before & {".autotune-scratch", ".pytest_cache"}, before
+    assert list((tmp_path / "user-cache" / "pytest-autotune").glob("*/*.jsonl"))  # the scratch went there
+    result = run(project, "--autotune", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["autotune test_resume.py::test_resume::launch: resumed 3 evaluations from an "
+                                 "interrupted run (--autotune-fresh to start over)"])
+
+
+DECLARED_ORDER_TEST = '''
+import pytest
+
+
+@pytest.mark.tune(params={"Z": [1, 2], "A": [3, 4]}, strategy="brute_force",
+                  measure={"warmup": 0, "min_iterations": 3, "max_iterations": 3})
+def test_order(autotune):
+    autotune.function(lambda p: None, name="ordered")
+'''
+
+
+def test_parameters_appear_in_declared_order_in_tune_and_gate_rows(project: pytest.Pytester) -> None:
+    project.makepyfile(test_order=DECLARED_ORDER_TEST)
+    for args in (("--autotune",), ("--autotune-tolerance=9",)):
+        result = run(project, *args)
+        result.assert_outcomes(passed=1)
+        winner = summary_rows(result)["test_order.py::test_order::ordered"][3]
+        assert re.fullmatch(r"Z=\d, A=\d", winner), winner
+
+
+def test_prune_removes_entries_of_tests_that_no_longer_exist(project: pytest.Pytester) -> None:
+    import subprocess
+    import sys
+
+    project.makepyfile(test_order=DECLARED_ORDER_TEST,
+                       test_other=DECLARED_ORDER_TEST.replace("test_order", "test_renamed_later"))
+    run(project, "--autotune").assert_outcomes(passed=2)
+    project.makepyfile(test_other=DECLARED_ORDER_TEST.replace("test_order", "test_new_name"))
+    (path, before) = the_lockfile(project)
+
+    def prune(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "pytest_autotune", "prune", *args], cwd=project.path,
+                              capture_output=True, text=True, timeout=300)
+
+    dry = prune("--dry-run")
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    assert "would remove test_other.py::test_renamed_later::ordered" in dry.stdout
+    assert "1 entry would remove (dry run: nothing written)" in dry.stdout
+    assert json.loads(path.read_text()) == before
+    done = prune()
+    assert done.returncode == 0 and "1 entry removed" in done.stdout, done.stdout + done.stderr
+    assert set(json.loads(path.read_text())["entries"]) == {"test_order.py::test_order::ordered"}
+    # a collection error: nothing is pruned
+    project.makepyfile(test_order="import no_such_module\n")
+    refused = prune()
+    assert refused.returncode == 2 and "collection failed" in refused.stderr
+    assert set(json.loads(path.read_text())["entries"]) == {"test_order.py::test_order::ordered"}

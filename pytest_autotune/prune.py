@@ -1,0 +1,95 @@
+"""``pytest-autotune prune``: remove lock entries that belong to no collected test.
+
+Renamed or deleted tests leave entries behind that nothing gates. Which tests
+exist is what pytest collects, so pruning runs pytest's collection (no test
+is executed) with the project's own configuration, then drops every entry
+whose test is not a collected ``tune``-marked test. It refuses to prune when
+collection reports an error (an import error would make every entry look
+orphaned) or collects nothing. Entries of test files outside the collected
+paths are kept, unless their file no longer exists.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import pytest
+
+from .lockfile import lockfile_path, merge_entries, read_lockfile
+
+
+class PruneError(Exception):
+    """Pruning was refused; the message says why and nothing was written."""
+
+
+@dataclass(eq=False)  # registered as a pytest plugin: must stay hashable
+class _Collected:
+    """What collection found: tune-marked node ids, the files they live in, errors, the lock directory."""
+
+    marked: set[str] = field(default_factory=set)
+    files: set[str] = field(default_factory=set)
+    errors: list[str] = field(default_factory=list)
+    rootdir: Path | None = None
+    lockdir: Path | None = None
+
+    # pytest hooks (this object is registered as a plugin for one collection run)
+    def pytest_itemcollected(self, item: pytest.Item) -> None:  # before -k/-m deselection
+        self.files.add(item.nodeid.split("::", 1)[0])
+        if item.get_closest_marker("tune") is not None:
+            self.marked.add(item.nodeid)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.errors.append(report.nodeid or "<session>")
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        from .plugin import STATE_KEY
+
+        self.rootdir = Path(str(session.config.rootpath))
+        self.lockdir = session.config.stash[STATE_KEY].options.lockdir
+
+
+@dataclass(frozen=True)
+class Orphan:
+    lockfile: Path
+    key: str
+    test: str
+
+
+def collect(pytest_args: Sequence[str] = ()) -> _Collected:
+    """Run pytest's collection only, quietly, and return what it found."""
+    found = _Collected()
+    code = pytest.main(["--collect-only", "-qq", "-p", "no:cacheprovider", *pytest_args], plugins=[found])
+    if found.errors or code not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+        raise PruneError(f"collection failed ({', '.join(found.errors) or f'pytest exit code {int(code)}'}); "
+                         "fix it first: entries of tests that did not import would look orphaned")
+    if not found.files or found.lockdir is None:
+        raise PruneError("pytest collected no tests here; run prune from the project (or pass its test paths)")
+    return found
+
+
+def find_orphans(found: _Collected) -> list[Orphan]:
+    """Entries of every lockfile in the lock directory whose test is no collected tune-marked test."""
+    assert found.lockdir is not None and found.rootdir is not None
+    orphans = []
+    for path in sorted(found.lockdir.glob("*.json")):
+        lock = read_lockfile(path)  # a corrupt lockfile raises: reported, never rewritten
+        for key, entry in sorted((lock.entries if lock else {}).items()):
+            test = str(entry.get("test") or key.rsplit("::", 1)[0])
+            test_file = test.split("::", 1)[0]
+            in_scope = test_file in found.files or not (found.rootdir / test_file).exists()
+            if in_scope and test not in found.marked:
+                orphans.append(Orphan(path, key, test))
+    return orphans
+
+
+def prune(orphans: Sequence[Orphan]) -> None:
+    """Remove the orphaned entries, each lockfile in one locked, atomic merge."""
+    by_file: dict[Path, list[str]] = {}
+    for o in orphans:
+        by_file.setdefault(o.lockfile, []).append(o.key)
+    for path, keys in by_file.items():
+        lock = read_lockfile(path)
+        if lock is not None:
+            merge_entries(lockfile_path(path.parent, path.stem), {}, lock.device, remove=keys)

@@ -1,0 +1,183 @@
+"""The pieces behind a gate and a lock a team can trust, tested without pytest sessions:
+which entries can be gated, what a re-tune does with the lock it finds, seeds and
+confirmation rounds in the engine, the scratch key, the ETA."""
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping
+
+import numpy as np
+import pytest
+
+from pytest_autotune.evaluator import Evaluator
+from pytest_autotune.gate import check_entry
+from pytest_autotune.results import FailureKind, Measurement
+from pytest_autotune.retune import decide
+from pytest_autotune.runners.device import DeviceInfo
+from pytest_autotune.scratch import fingerprint
+from pytest_autotune.session import eta
+from pytest_autotune.space import SearchSpace
+from pytest_autotune.strategies import make_strategy
+from pytest_autotune.tuner import TuneError, tune
+
+HASHES = {"source": "s1", "space": "p1", "problem": "q1"}
+ENTRY = {"params": {"B": 2}, "hashes": dict(HASHES), "samples": [1.0] * 10, "stats": {"median": 1.0}}
+
+
+def _never() -> bool:
+    raise AssertionError("the space need not be built when the space hash is unchanged")
+
+
+# --------------------------------------------------------------------------- check_entry
+def test_unchanged_entry_is_gated_without_building_the_space() -> None:
+    check = check_entry(ENTRY, HASHES, _never)
+    assert check.stale is None and check.changed == () and check.notes == ""
+
+
+def test_kernel_edits_are_gated_with_a_note() -> None:
+    check = check_entry(ENTRY, {**HASHES, "source": "s2"}, _never)
+    assert check.stale is None and check.notes == "source changed since lock"
+
+
+def test_space_change_is_stale_only_when_the_locked_configuration_left_the_space() -> None:
+    assert check_entry(ENTRY, {**HASHES, "space": "p2"}, lambda: True).stale is None
+    assert check_entry(ENTRY, {**HASHES, "space": "p2"}, lambda: True).notes == "space changed since lock"
+    stale = check_entry(ENTRY, {**HASHES, "space": "p2"}, lambda: False).stale
+    assert stale == "the locked configuration is no longer in the search space"
+
+
+def test_problem_change_is_stale_and_says_so() -> None:
+    check = check_entry(ENTRY, {**HASHES, "problem": "q2", "source": "s2"}, _never)
+    assert check.stale is not None and "problem changed" in check.stale and "scalar values" in check.stale
+
+
+# --------------------------------------------------------------------------- retune.decide
+FAST, SAME, SLOW = [0.70 + 0.001 * i for i in range(10)], [1.0 + 0.001 * i for i in range(10)], \
+    [1.3 + 0.001 * i for i in range(10)]
+
+
+def test_first_lock() -> None:
+    d = decide(None, [], {"B": 4}, SAME, None, 0.1, 0.01)
+    assert d.action == "first" and d.write and d.params == {"B": 4}
+
+
+def test_a_significantly_faster_winner_replaces_the_lock() -> None:
+    d = decide(ENTRY, [], {"B": 4}, FAST, SAME, 0.1, 0.01)
+    assert d.action == "new" and d.write and d.params == {"B": 4} and d.samples == FAST
+    assert re.fullmatch(r"new winner, 29\.\d% faster than lock", d.message), d.message
+
+
+def test_noise_never_churns_the_lock() -> None:
+    # a challenger 3 % faster (significant, but within the 10 % tolerance) does not replace the lock
+    challenger = [x * 0.97 for x in SAME]
+    d = decide(ENTRY, [], {"B": 4}, challenger, SAME, 0.1, 0.01)
+    assert d.action == "kept" and not d.write and d.params == {"B": 2}
+    assert "not significant" in d.message
+
+
+def test_a_slower_machine_never_lowers_the_lock() -> None:
+    d = decide(ENTRY, [], {"B": 2}, SLOW, SLOW, 0.1, 0.01)
+    assert d.action == "kept" and not d.write and "+30" in d.message and "lock left as it was" in d.message
+
+
+def test_a_faster_measurement_of_the_locked_winner_refreshes_its_timings() -> None:
+    d = decide(ENTRY, [], {"B": 2}, FAST, FAST, 0.1, 0.01)
+    assert d.action == "refreshed" and d.write and d.params == {"B": 2} and d.samples == FAST
+
+
+def test_changed_hashes_rewrite_the_entry_with_the_kept_winner() -> None:
+    d = decide(ENTRY, ["source"], {"B": 4}, SAME, SAME, 0.1, 0.01)
+    assert d.action == "updated" and d.write and d.params == {"B": 2} and "source changed" in d.message
+
+
+def test_a_locked_winner_that_no_longer_runs_is_replaced() -> None:
+    d = decide(ENTRY, [], {"B": 4}, SLOW, None, 0.1, 0.01)
+    assert d.action == "new" and d.params == {"B": 4} and "no longer runs" in d.message
+
+
+# --------------------------------------------------------------------------- engine: seeds and confirmation
+SPACE = SearchSpace({"B": [1, 2, 3, 4, 5, 6, 7, 8]})
+
+
+class _Runner:
+    """Times are a function of B (5 is best); ``noisy`` makes one configuration look fast once."""
+
+    name = "fake"
+
+    def __init__(self, lucky: int | None = None, fails: set[int] = frozenset()) -> None:
+        self.calls: list[int] = []
+        self.lucky = lucky
+        self.fails = set(fails)
+
+    def device(self) -> DeviceInfo:
+        return DeviceInfo(model="Fake", kind="cpu")
+
+    def constants(self) -> dict[str, Any]:
+        return {}
+
+    def evaluate(self, params: Mapping[str, Any], keep_outputs: bool = False) -> Measurement:
+        b = int(params["B"])
+        self.calls.append(b)
+        if b in self.fails:
+            return Measurement.failed(params, FailureKind.COMPILE, f"k.c:1: error: B={b}\nsecond line")
+        base = 1.0 + 0.1 * abs(b - 5)
+        if self.lucky == b and self.calls.count(b) == 1:
+            base = 0.5  # measured during a quiet moment, never again
+        samples = [base * (1 + 0.001 * i) for i in range(7)]
+        return Measurement(params=dict(params), value=float(np.median(samples)), samples=samples)
+
+    def close(self) -> None:
+        pass
+
+
+def test_seeds_are_evaluated_first_and_the_strategy_sees_them() -> None:
+    runner = _Runner()
+    strategy = make_strategy("random", SPACE, seed=0)
+    history = Evaluator(SPACE, runner.evaluate, 4, seeds=[SPACE.find({"B": 7}), SPACE.find({"B": 2})]).run(strategy)
+    assert [r.params["B"] for r in history.records[:2]] == [7, 2]
+    assert len(history.records) == 4
+    assert strategy.observed[SPACE.find({"B": 7})] == pytest.approx(1.2, rel=0.01)
+
+
+def test_the_incumbent_is_measured_as_a_candidate() -> None:
+    runner = _Runner()
+    result = tune(runner, space=SPACE, strategy="random", budget=3, seed=1, incumbent={"B": 5})
+    assert runner.calls[0] == 5 and result.params == {"B": 5}
+    assert result.confirmed_samples({"B": 5})  # re-timed with the finalists
+
+
+def test_confirmation_rounds_unmask_a_lucky_measurement() -> None:
+    runner = _Runner(lucky=1)
+    result = tune(runner, space=SPACE, strategy="brute_force", budget=8)
+    assert result.history.ranked()[0].params == {"B": 1}  # looked best during the search
+    assert result.params == {"B": 5}  # side by side, B=5 wins
+    assert result.stats.n == 14 and result.stats.median == pytest.approx(1.0, rel=0.01)
+    # ranked by the confirmation where re-timed: the lucky B=1 (1.4 ms side by side) is no runner-up
+    assert [r.params["B"] for r in result.runners_up] == [4, 6, 3]
+
+
+def test_no_success_lists_each_failure_kind_with_its_first_error_in_full() -> None:
+    runner = _Runner(fails=set(range(1, 9)))
+    with pytest.raises(TuneError) as info:
+        tune(runner, space=SPACE, strategy="brute_force", budget=3)
+    text = str(info.value)
+    assert "no configuration ran successfully in 3 evaluations (compile: 3)" in text
+    assert "first compile failure, at {'B': 1}:\n    k.c:1: error: B=1\n    second line" in text
+    assert " | " not in text and info.value.history is not None and len(info.value.history.records) == 3
+
+
+# --------------------------------------------------------------------------- scratch key, ETA
+def test_the_scratch_fingerprint_covers_what_decides_an_outcome() -> None:
+    ref = np.arange(4, dtype=np.float32)
+    base = {"expected": [ref, None], "atol": None, "rtol": 1e-5, "verify": None, "runner": "c"}
+    same = fingerprint({**base, "expected": [ref.copy(), None]})
+    assert fingerprint(base) == same
+    for change in ({"expected": [ref + 1, None]}, {"rtol": 1e-3}, {"verify": lambda e, o: True},
+                   {"runner": "cupy"}, {"measure": {"min_iterations": 3}}):
+        assert fingerprint({**base, **change}) != same, change
+
+
+def test_eta_from_the_mean_time_per_evaluation() -> None:
+    assert eta(10, 40, 5.0) == ", ETA 15s"
+    assert eta(10, 1000, 5.0) == ", ETA 8.2min"
+    assert eta(0, 40, 0.0) == "" and eta(40, 40, 9.0) == "" and eta(3, None, 1.0) == ""
