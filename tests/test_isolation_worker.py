@@ -23,7 +23,7 @@ from pytest_autotune.results import FailureKind, Measurement
 from pytest_autotune.runners import BackendUnavailable, KernelSpec, SpecError, backend_available, make_runner
 from pytest_autotune.runners.device import DeviceInfo
 from pytest_autotune.runners.executor import Executor
-from pytest_autotune.runners.isolation import HostedRunner
+from pytest_autotune.runners.isolation import ExecutorRecipe, HostedRunner, IsolatedExecutor
 
 needs_gcc = pytest.mark.skipif(not backend_available("c"), reason="needs gcc")
 
@@ -217,3 +217,12 @@ def test_init_errors_in_the_worker():
         ScriptedRunner(isolate=True, measure=None, fail_init="spec")
     with pytest.raises(BackendUnavailable, match="(?s)failed to initialise in the worker.*ValueError: something else"):
         ScriptedRunner(isolate=True, measure=None, fail_init="other")
+
+
+def test_a_worker_that_does_not_start_in_time_is_killed():
+    executor = IsolatedExecutor(ExecutorRecipe(ScriptedRunner.executor_target, {"measure": None}), MeasureOptions(),
+                                start_timeout_s=0.001)  # far less than starting an interpreter takes
+    with pytest.raises(BackendUnavailable, match="did not start within 0.001 s"):
+        executor.device()
+    assert executor.pid is None and not executor.alive
+    executor.close()

@@ -5,7 +5,7 @@ rest of the process, a segfault in a C kernel kills it, and an endless loop
 never returns. So by default the executor (device buffers, compiled kernels)
 lives in a worker process that never shares state with the caller: no forked
 CUDA context, no inherited locks or threads. The calling process keeps only a
-pipe, and never touches the device itself.
+socket, and never touches the device itself.
 
 The worker is a fresh interpreter running :mod:`.worker` (``python -m
 pytest_autotune.runners.worker``), connected by a socket pair and a small
@@ -17,7 +17,13 @@ It starts in its own session, so Ctrl-C at the terminal reaches only the
 caller, and its stderr is the caller's (compiler crashes stay visible). It
 applies the caller's current environment, working directory and
 ``sys.path`` before anything else (``CUDA_VISIBLE_DEVICES`` per xdist
-worker, test modules imported from temporary directories).
+worker, test modules imported from temporary directories). A (re)start
+costs a new interpreter and its numpy import, about 0.2 s on an idle core
+(the fork server used before forked in about 20 ms): once per runner and
+once per crashed, hung or poisoning candidate, next to a compile each.
+Because the worker never imports ``__main__``, functions and classes
+defined in the running script cannot be sent to it (see
+:class:`_WorkerPickleCheck`); a ``verify`` callable then runs here.
 
 * The executor recipe (the spec with its numpy arguments) is sent once, when
   the worker starts; each evaluation sends only the parameter dict and
@@ -46,8 +52,8 @@ import sys
 import types
 import weakref
 from dataclasses import dataclass, field
-from time import monotonic, perf_counter
 from multiprocessing.connection import Connection
+from time import monotonic, perf_counter
 from typing import Any, Mapping
 
 import numpy as np
