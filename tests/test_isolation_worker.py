@@ -174,6 +174,9 @@ class ScriptedExecutor(Executor):
         if action == "hang_compiling":
             self.heartbeat("compile")
             time.sleep(60)
+        if action == "hang_running":
+            self.heartbeat("run")
+            time.sleep(60)
         if action == "slow_but_beating":  # 1 s in all, never 0.4 s without a launch
             for _ in range(10):
                 time.sleep(0.1)
@@ -226,3 +229,21 @@ def test_a_worker_that_does_not_start_in_time_is_killed():
         executor.device()
     assert executor.pid is None and not executor.alive
     executor.close()
+
+
+def test_ctrl_c_in_the_caller_stops_a_busy_worker():
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        with ScriptedRunner(isolate=True, measure=None) as runner:
+            busy_pid = runner._impl.pid
+            signal.setitimer(signal.ITIMER_REAL, 0.3)
+            with pytest.raises(KeyboardInterrupt):
+                runner.evaluate({"action": "hang_running"})
+            assert runner._impl.pid is None and _exited(busy_pid)  # killed, not left hanging
+            assert runner.evaluate({"action": "ok"}).ok  # the next evaluation starts a fresh worker
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
