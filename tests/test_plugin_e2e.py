@@ -33,14 +33,9 @@ from pytest_autotune.lockfile import parse_lockfile, serialize
 from pytest_autotune.report import COLUMNS
 
 # Inner sessions run in this process (pytester.runpytest), and pytester drops every module they
-# imported when they end. multiprocessing keeps submodules as package attributes, so a second
-# inner session would pair a fresh multiprocessing.sharedctypes with the dropped heap module and
-# fail to pickle the worker's shared counters (and would start a second forkserver). Importing
-# them here keeps one copy for all runs, and saves re-importing the runners and scipy.stats (the
-# gate's Mann-Whitney test, ~380 modules) in every inner session.
-for _name in ("multiprocessing.heap", "multiprocessing.sharedctypes", "multiprocessing.forkserver",
-              "multiprocessing.popen_forkserver", "multiprocessing.popen_spawn_posix", "multiprocessing.popen_fork",
-              "pytest_autotune.runners.c_runner", "pytest_autotune.runners.callable_runner",
+# imported when they end. Importing the runners and scipy.stats (the gate's Mann-Whitney test,
+# ~380 modules) here keeps one copy for all runs instead of re-importing them in every inner session.
+for _name in ("pytest_autotune.runners.c_runner", "pytest_autotune.runners.callable_runner",
               "pytest_autotune.runners.replay", "scipy.stats"):
     importlib.import_module(_name)
 

@@ -233,10 +233,12 @@ def test_in_process_mode_matches_isolated(cache):
 
 def test_close_stops_the_worker(cache):
     runner = make_runner(vadd_spec(), cache_dir=cache, measure=FAST)
-    proc = runner._impl._proc
-    assert proc.is_alive()
+    pid = runner._impl.pid
+    assert runner._impl.alive
     runner.close()
-    assert runner._impl._proc is None
+    assert runner._impl.pid is None and not runner._impl.alive
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # exited and reaped
     runner.close()  # idempotent
 
 
@@ -248,7 +250,7 @@ def test_worker_is_cleaned_up_at_interpreter_exit(tmp_path):
         if __name__ == "__main__":
             spec = KernelSpec("void f(float *x, int n) {{ }}", "f", 4, [np.zeros(4, np.float32), np.int32(4)])
             runner = make_runner(spec, cache_dir={str(tmp_path / 'c')!r})
-            print(runner._impl._proc.pid, flush=True)
+            print(runner._impl.pid, flush=True)
             # no close(): the atexit hook must stop the worker
     """))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
@@ -320,7 +322,7 @@ def test_unpicklable_verify_callable_runs_in_the_calling_process(cache):
 
 
 def test_worker_sees_the_callers_current_environment(tmp_path, monkeypatch):
-    # a fork server started earlier must not hand out its own stale environment
+    # the worker applies the environment of the moment it starts, not one of an earlier runner
     make_runner(vadd_spec(), cache_dir=tmp_path / "first", measure=FAST).close()
     monkeypatch.setenv("PYTEST_AUTOTUNE_CACHE_DIR", str(tmp_path / "from-env"))
     with make_runner(vadd_spec(), measure=FAST) as runner:

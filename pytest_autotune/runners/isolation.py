@@ -5,18 +5,25 @@ rest of the process, a segfault in a C kernel kills it, and an endless loop
 never returns. So by default the executor (device buffers, compiled kernels)
 lives in a worker process that never shares state with the caller: no forked
 CUDA context, no inherited locks or threads. The calling process keeps only a
-pipe, and never touches the device itself.
+socket, and never touches the device itself.
 
-Start method: ``forkserver`` where available, else ``spawn``. Both give a
-child that did not inherit the caller's memory; the fork server is itself a
-fresh interpreter that only imports numpy and the runner modules (never
-CUDA), and forks each worker from that state, so a (re)start costs tens of
-milliseconds instead of a new interpreter plus numpy import (hundreds): it
-matters for restarts after faults and for a test session with many tuned
-kernels. The worker applies the caller's current environment and working
-directory first (a fork server started earlier would otherwise hand out a
-stale ``CUDA_VISIBLE_DEVICES``). ``PYTEST_AUTOTUNE_START_METHOD=spawn``
-forces spawn.
+The worker is a fresh interpreter running :mod:`.worker` (``python -m
+pytest_autotune.runners.worker``), connected by a socket pair and a small
+shared heartbeat file, both passed as file descriptors. It is not a
+:mod:`multiprocessing` child: spawn and forkserver children re-import the
+caller's ``__main__`` file, which re-runs a plain script that has no
+``if __name__ == "__main__"`` guard (the README's "Without pytest" example).
+It starts in its own session, so Ctrl-C at the terminal reaches only the
+caller, and its stderr is the caller's (compiler crashes stay visible). It
+applies the caller's current environment, working directory and
+``sys.path`` before anything else (``CUDA_VISIBLE_DEVICES`` per xdist
+worker, test modules imported from temporary directories). A (re)start
+costs a new interpreter and its numpy import, about 0.2 s on an idle core
+(the fork server used before forked in about 20 ms): once per runner and
+once per crashed, hung or poisoning candidate, next to a compile each.
+Because the worker never imports ``__main__``, functions and classes
+defined in the running script cannot be sent to it (see
+:class:`_WorkerPickleCheck`); a ``verify`` callable then runs here.
 
 * The executor recipe (the spec with its numpy arguments) is sent once, when
   the worker starts; each evaluation sends only the parameter dict and
@@ -36,13 +43,16 @@ from __future__ import annotations
 import atexit
 import copy
 import importlib
-import multiprocessing
 import os
 import pickle
 import signal
-import traceback
+import socket
+import subprocess
+import sys
+import types
 import weakref
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from time import monotonic, perf_counter
 from typing import Any, Mapping
 
@@ -53,10 +63,11 @@ from ..results import FailureKind, Measurement
 from .device import DeviceInfo
 from .errors import BackendUnavailable, SpecError
 from ..verify import verify_outputs
-from .executor import PHASES, Executor
+from .executor import Executor
+from .worker import HeartbeatBoard
 
-_PHASE_CODE = {name: i for i, name in enumerate(PHASES)}
 _POLL_SLICE_S = 0.05
+_WORKER_MODULE = "pytest_autotune.runners.worker"
 
 
 @dataclass(frozen=True)
@@ -77,98 +88,9 @@ class ExecutorRecipe:
 
 
 # ----------------------------------------------------------------------------
-# Worker side
-# ----------------------------------------------------------------------------
-def _safe_exception(exc: BaseException) -> BaseException:
-    """The exception itself if it survives pickling, else a RuntimeError with its text."""
-    try:
-        pickle.loads(pickle.dumps(exc))
-        return exc
-    except Exception:
-        return RuntimeError(f"{type(exc).__name__}: {exc}")
-
-
-def _worker_main(conn: Any, recipe: ExecutorRecipe, beat: Any, phase: Any, env: dict[str, str], cwd: str) -> None:
-    """Entry point of the worker process: build the executor, then serve evaluations."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    os.environ.clear()
-    os.environ.update(env)
-    try:
-        os.chdir(cwd)
-    except OSError:
-        pass
-
-    def heartbeat(name: str) -> None:
-        phase.value = _PHASE_CODE[name]
-        beat.value += 1
-
-    try:
-        executor = recipe.build()
-        executor.heartbeat = heartbeat
-        conn.send(("ready", executor.device(), executor.constants()))
-    except BaseException as exc:  # report, then exit: the parent raises
-        conn.send(("init_error", _safe_exception(exc), traceback.format_exc()))
-        return
-    try:
-        while True:
-            try:
-                message = conn.recv()
-            except (EOFError, OSError):
-                return  # parent went away
-            if message[0] == "close":
-                return
-            _, params, keep_outputs = message
-            try:
-                measurement = executor.evaluate(params, keep_outputs=keep_outputs)
-            except BaseException as exc:
-                conn.send(("raise", _safe_exception(exc), traceback.format_exc()))
-                continue
-            try:
-                conn.send(("result", measurement, executor.healthy))
-            except Exception as exc:  # e.g. outputs that cannot be pickled
-                conn.send(("raise", RuntimeError(f"cannot return the measurement: {exc}"), traceback.format_exc()))
-            if not executor.healthy:
-                return  # poisoned context: exit so the parent starts a fresh one
-    finally:
-        try:
-            executor.close()
-        except Exception:
-            pass
-
-
-# ----------------------------------------------------------------------------
 # Parent side
 # ----------------------------------------------------------------------------
 _live: "weakref.WeakSet[IsolatedExecutor]" = weakref.WeakSet()
-_PRELOAD = [
-    "numpy",
-    "pytest_autotune.runners.isolation",
-    "pytest_autotune.runners.c_runner",
-    "pytest_autotune.runners.callable_runner",
-    "pytest_autotune.runners.cupy_runner",  # imports cupy only when a runner is built
-    "pytest_autotune.runners.pycuda_runner",
-]
-_preload_set = False
-
-
-def start_method() -> str:
-    """``$PYTEST_AUTOTUNE_START_METHOD``, else forkserver where supported, else spawn."""
-    chosen = os.environ.get("PYTEST_AUTOTUNE_START_METHOD")
-    if chosen:
-        if chosen not in ("spawn", "forkserver"):
-            raise SpecError(f"PYTEST_AUTOTUNE_START_METHOD must be 'spawn' or 'forkserver', not {chosen!r}")
-        return chosen
-    return "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
-
-
-def _context() -> Any:
-    global _preload_set
-    method = start_method()
-    ctx = multiprocessing.get_context(method)
-    if method == "forkserver" and not _preload_set:
-        ctx.set_forkserver_preload(_PRELOAD)  # takes effect if the server is not running yet
-        _preload_set = True
-    return ctx
 
 
 @atexit.register
@@ -189,6 +111,60 @@ def _describe_exit(code: int | None) -> str:
     return f"worker process exited with status {code}"
 
 
+class _WorkerProcess:
+    """One started worker: its process, its end of the connection, its heartbeat board."""
+
+    def __init__(self) -> None:
+        if os.name != "posix":
+            raise BackendUnavailable("isolated workers need a POSIX system; use isolate=False")
+        if not sys.executable:
+            raise BackendUnavailable("cannot start an isolated worker: sys.executable is unknown; use isolate=False")
+        board, board_fd = HeartbeatBoard.create()
+        ours = theirs = None
+        try:
+            ours, theirs = socket.socketpair()
+            env = dict(os.environ)
+            # the caller's import path, so that `-m` finds this package wherever it was imported from;
+            # the worker restores the caller's own PYTHONPATH with the rest of the environment
+            env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if isinstance(p, str) and p)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", _WORKER_MODULE, str(theirs.fileno()), str(board_fd)],
+                pass_fds=(theirs.fileno(), board_fd),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # Ctrl-C at the terminal is the caller's to handle
+            )
+        except BaseException:
+            if ours is not None:
+                ours.close()
+            board.close()
+            raise
+        finally:
+            if theirs is not None:
+                theirs.close()  # the worker holds its own copy: its exit is our end of file
+            os.close(board_fd)
+        self.conn = Connection(ours.detach())
+        self.board = board
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.alive():
+            self.proc.kill()
+
+    def reap(self) -> int | None:
+        """Wait for the (finishing or killed) process, release the handles; returns the exit code."""
+        try:
+            code = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # pragma: no cover - kill is not refused on Linux
+            self.proc.kill()
+            code = self.proc.wait(timeout=10)
+        self.conn.close()
+        self.board.close()
+        return code
+
+
 class IsolatedExecutor:
     """Parent-side proxy: same interface as an executor, work done in a worker."""
 
@@ -197,11 +173,7 @@ class IsolatedExecutor:
         self.measure = measure
         self.start_timeout_s = start_timeout_s
         self.starts = 0  # how many workers were started (1 + restarts)
-        self._ctx = _context()
-        self._proc: Any = None
-        self._conn: Any = None
-        self._beat: Any = None
-        self._phase: Any = None
+        self._worker: _WorkerProcess | None = None
         self._info: tuple[DeviceInfo, dict[str, Any]] | None = None
         self._closed = False
         _live.add(self)
@@ -209,30 +181,29 @@ class IsolatedExecutor:
     # -- life cycle ------------------------------------------------------------
     @property
     def alive(self) -> bool:
-        return self._proc is not None and self._proc.is_alive()
+        return self._worker is not None and self._worker.alive()
+
+    @property
+    def pid(self) -> int | None:
+        """The worker's process id while one is started."""
+        return self._worker.proc.pid if self._worker is not None else None
 
     def _start(self) -> float:
         if self._closed:
             raise RuntimeError("runner is closed")
         t = perf_counter()
-        parent_conn, child_conn = self._ctx.Pipe(duplex=True)
-        self._beat = self._ctx.Value("Q", 0, lock=False)
-        self._phase = self._ctx.Value("i", 0, lock=False)
-        proc = self._ctx.Process(
-            target=_worker_main,
-            args=(child_conn, self.recipe, self._beat, self._phase, dict(os.environ), os.getcwd()),
-            name="pytest-autotune-worker",
-            daemon=True,
-        )
-        proc.start()
-        child_conn.close()
-        self._proc, self._conn = proc, parent_conn
+        self._worker = worker = _WorkerProcess()
         self.starts += 1
-        if not parent_conn.poll(self.start_timeout_s):
+        try:
+            worker.conn.send(("setup", dict(os.environ), os.getcwd(), list(sys.path)))
+            worker.conn.send(self.recipe)
+        except OSError:  # it died before reading: the reply below says why
+            pass
+        if not worker.conn.poll(self.start_timeout_s):
             self._kill()
             raise BackendUnavailable(f"isolated worker did not start within {self.start_timeout_s:g} s")
         try:
-            message = parent_conn.recv()
+            message = worker.conn.recv()
         except (EOFError, OSError):
             code = self._reap()
             raise BackendUnavailable(f"isolated worker failed to start: {_describe_exit(code)}") from None
@@ -246,42 +217,35 @@ class IsolatedExecutor:
         return perf_counter() - t
 
     def _kill(self) -> None:
-        if self._proc is not None and self._proc.is_alive():
-            self._proc.kill()
+        if self._worker is not None:
+            self._worker.kill()
         self._reap()
 
     def _reap(self) -> int | None:
-        """Join a finished worker and drop its handles; returns the exit code."""
-        proc, conn = self._proc, self._conn
-        self._proc = self._conn = None
-        code = None
-        if proc is not None:
-            proc.join(timeout=10)
-            if proc.is_alive():  # pragma: no cover - kill is not refused on Linux
-                proc.kill()
-                proc.join(timeout=10)
-            code = proc.exitcode
-            proc.close() if proc.exitcode is not None else None
-        if conn is not None:
-            conn.close()
-        return code
+        """Wait for a finished worker and drop its handles; returns the exit code."""
+        worker, self._worker = self._worker, None
+        return worker.reap() if worker is not None else None
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         _live.discard(self)
-        if self._proc is None:
+        worker = self._worker
+        if worker is None:
             return
         try:
-            if self._proc.is_alive():
-                self._conn.send(("close",))
-                self._proc.join(timeout=5)
-        except (OSError, ValueError, BrokenPipeError):
+            if worker.alive():
+                worker.conn.send(("close",))
+                worker.proc.wait(timeout=5)
+        except (OSError, ValueError, subprocess.TimeoutExpired):
             pass
-        if self._proc is not None and self._proc.is_alive():
-            self._proc.terminate()
-            self._proc.join(timeout=5)
+        if worker.alive():
+            worker.proc.terminate()
+            try:
+                worker.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
         self._kill()
 
     def __del__(self) -> None:  # best effort; atexit covers interpreter shutdown
@@ -308,11 +272,11 @@ class IsolatedExecutor:
         start = perf_counter()
         start_s = 0.0
         if not self.alive:
-            if self._proc is not None:
-                self._reap()
+            self._reap()
             start_s = self._start()
+        assert self._worker is not None
         try:
-            self._conn.send(("eval", params, keep_outputs))
+            self._worker.conn.send(("eval", params, keep_outputs))
             outcome = self._wait()
         except BaseException:
             self._kill()  # interrupted mid-evaluation: never leave a busy worker behind
@@ -336,10 +300,12 @@ class IsolatedExecutor:
 
     def _wait(self) -> tuple[Any, ...]:
         """Wait for the worker's answer under the heartbeat watchdog."""
-        conn, proc = self._conn, self._proc
-        last_beat, last_change = self._beat.value, monotonic()
+        worker = self._worker
+        assert worker is not None
+        conn, board = worker.conn, worker.board
+        last_beat, last_change = board.beats, monotonic()
         while True:
-            phase = PHASES[self._phase.value]
+            phase = board.phase
             limit = self.measure.compile_timeout_s if phase == "compile" else self.measure.watchdog_s
             remaining = last_change + limit - monotonic()
             if remaining <= 0:
@@ -349,20 +315,20 @@ class IsolatedExecutor:
                     FailureKind.TIMEOUT,
                     f"no progress for {limit:g} s while in phase '{phase}' (watchdog); worker killed and restarted",
                 )
-            ready = conn.poll(min(remaining, _POLL_SLICE_S))
-            if ready:
+            if conn.poll(min(remaining, _POLL_SLICE_S)):
                 try:
                     return conn.recv()
                 except (EOFError, OSError):
-                    return self._crashed(phase)
-            beat = self._beat.value
+                    return self._crashed()
+            beat = board.beats
             if beat != last_beat:
                 last_beat, last_change = beat, monotonic()
-            if not proc.is_alive() and not conn.poll(0):
-                return self._crashed(phase)
+            if not worker.alive() and not conn.poll(0):
+                return self._crashed()
 
-    def _crashed(self, phase: str) -> tuple[Any, ...]:
-        phase = PHASES[self._phase.value]  # the worker's last word, not the one seen before the poll
+    def _crashed(self) -> tuple[Any, ...]:
+        assert self._worker is not None
+        phase = self._worker.board.phase  # the worker's last word, read before the board is released
         code = self._reap()
         kind = FailureKind.COMPILE if phase == "compile" else FailureKind.RUNTIME
         return ("failed", kind, f"{_describe_exit(code)} while in phase '{phase}'; worker restarted")
@@ -376,16 +342,27 @@ class _Discard:
         return memoryview(data).nbytes
 
 
-class _ArraysAsIds(pickle.Pickler):
-    """Pickles everything but numpy arrays (always picklable, possibly large) for real."""
+class _WorkerPickleCheck(pickle.Pickler):
+    """Pickles everything but numpy arrays (always picklable, possibly large) for real.
+
+    Also refuses functions and classes of the running script: they pickle by
+    reference to ``__main__``, which in the worker is the worker itself.
+    """
 
     def persistent_id(self, obj: Any) -> Any:
-        return id(obj) if type(obj) is np.ndarray else None
+        if type(obj) is np.ndarray:
+            return id(obj)
+        if isinstance(obj, (type, types.FunctionType)) and getattr(obj, "__module__", None) == "__main__":
+            raise pickle.PicklingError(
+                f"{obj.__qualname__} is defined in the script being run (__main__), which the worker "
+                "process does not import; move it into an importable module"
+            )
+        return None
 
 
 def _check_picklable(obj: Any) -> None:
-    """Raise if ``obj`` cannot be pickled; cheap even when it carries large arrays."""
-    _ArraysAsIds(_Discard(), protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+    """Raise if ``obj`` cannot be unpickled in the worker; cheap even when it carries large arrays."""
+    _WorkerPickleCheck(_Discard(), protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
 
 
 class HostedRunner:
