@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from . import __version__
-from .lockfile import Lockfile, LockfileError, read_lockfile, serialize
+from .lock.lockfile import Lockfile, LockfileError, read_lockfile, serialize
 
 EXIT_OK = 0
 EXIT_CHANGED = 1

@@ -23,8 +23,8 @@ import pytest
 from . import __version__
 from .evaluator import SearchHistory
 from .gate import EntryCheck, GateOutcome, check_entry, retune_command, run_gate
-from .hashing import describe_callable, hash_problem, hash_source, hash_space, stable_hash
-from .lockfile import LockfileError, entry_key, get_entry, lockfile_path, merge_entries, read_lockfile, utc_timestamp
+from .lock.hashing import describe_callable, hash_problem, hash_source, hash_space, stable_hash
+from .lock.lockfile import LockfileError, entry_key, get_entry, lockfile_path, merge_entries, read_lockfile, utc_timestamp
 from .marker import TuneSettings
 from .measure import TimingStats
 from .retune import RetuneDecision, decide

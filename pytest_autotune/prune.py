@@ -16,7 +16,7 @@ from typing import Sequence
 
 import pytest
 
-from .lockfile import lockfile_path, merge_entries, read_lockfile
+from .lock.lockfile import lockfile_path, merge_entries, read_lockfile
 
 
 class PruneError(Exception):

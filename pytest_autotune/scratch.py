@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .hashing import describe_callable, stable_hash
+from .lock.hashing import describe_callable, stable_hash
 from .results import FailureKind, Measurement
 from .space import SearchSpace
 

@@ -11,7 +11,7 @@ import pytest
 
 import pytest_autotune
 from pytest_autotune.cli import main
-from pytest_autotune.lockfile import merge_entries, read_lockfile
+from pytest_autotune.lock.lockfile import merge_entries, read_lockfile
 
 H100 = {"model": "NVIDIA H100 80GB HBM3", "kind": "cuda", "slug": "nvidia-h100-80gb-hbm3", "versions": {}, "properties": {}}
 A100 = {"model": "NVIDIA A100-SXM4-40GB", "kind": "cuda", "slug": "nvidia-a100-sxm4-40gb", "versions": {}, "properties": {}}

@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pytest_autotune
-from pytest_autotune.hashing import describe_callable, hash_problem, hash_source, hash_space, stable_hash
-from pytest_autotune.lockfile import (
+from pytest_autotune.lock.hashing import describe_callable, hash_problem, hash_source, hash_space, stable_hash
+from pytest_autotune.lock.lockfile import (
     SCHEMA_VERSION,
     InvalidEntryError,
     Lockfile,
@@ -293,7 +293,7 @@ _WORKER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from pytest_autotune.lockfile import merge_entries
+    from pytest_autotune.lock.lockfile import merge_entries
     path, worker, n, go = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
     deadline = time.monotonic() + 30
     while not go.exists():  # start together, to collide as much as possible
@@ -569,7 +569,7 @@ def test_stable_hash_semantics():
 
 def test_hash_stable_across_processes():
     code = (
-        "import numpy as np; from pytest_autotune.hashing import hash_problem, hash_space; "
+        "import numpy as np; from pytest_autotune.lock.hashing import hash_problem, hash_space; "
         "print(hash_space({'b': [1, 2], 'a': ['x']}, ['b < 2'], {'c': 1}), hash_problem((4, 4), {'x': np.ones(3), 'n': 3}))"
     )
     env = dict(os.environ, PYTHONPATH=str(Path(pytest_autotune.__file__).parent.parent), PYTHONHASHSEED="12345")

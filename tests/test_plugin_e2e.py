@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_autotune.lockfile import parse_lockfile, serialize
+from pytest_autotune.lock.lockfile import parse_lockfile, serialize
 from pytest_autotune.report import COLUMNS
 
 # Inner sessions run in this process (pytester.runpytest), and pytester drops every module they
