@@ -244,20 +244,24 @@ def cmd_diff(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_prune(args: argparse.Namespace, out: TextIO) -> int:
-    from .prune import PruneError, collect, find_orphans, prune
+    from .prune import PruneError, collect, find_orphans, orphaned_sources, prune
 
     try:
-        orphans = find_orphans(collect(args.pytest_args))
+        found = collect(args.pytest_args)
+        orphans = find_orphans(found)
     except PruneError as exc:
         raise _UsageError(str(exc)) from None
-    if not orphans:
+    sources = orphaned_sources(found.lockdir, orphans)  # type: ignore[arg-type]
+    if not orphans and not sources:
         out.write("pytest-autotune prune: every lock entry belongs to a collected test; nothing to remove\n")
         return EXIT_OK
     verb = "would remove" if args.dry_run else "removed"
     for o in orphans:
         out.write(f"{verb} {o.key}  ({o.lockfile}: test {o.test} not collected)\n")
+    for source in sources:
+        out.write(f"{verb} {source}  (a kernel source no entry uses)\n")
     if not args.dry_run:
-        prune(orphans)
+        prune(orphans, sources)
     out.write(f"pytest-autotune prune: {len(orphans)} entr{'y' if len(orphans) == 1 else 'ies'} {verb}"
               f"{' (dry run: nothing written)' if args.dry_run else ''}\n")
     return EXIT_OK

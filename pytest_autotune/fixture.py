@@ -22,11 +22,14 @@ import pytest
 
 from . import __version__
 from .evaluator import SearchHistory
-from .gate import EntryCheck, GateOutcome, check_entry, retune_command, run_gate
+from .gate import (EntryCheck, GateOutcome, LockedSourceUnusable, check_entry, retune_command, run_ab_gate,
+                   run_gate)
 from .lock.hashing import describe_callable, hash_problem, hash_source, hash_space, stable_hash
 from .lock.lockfile import LockfileError, entry_key, get_entry, lockfile_path, merge_entries, read_lockfile, utc_timestamp
+from .lock.sources import load_source, store_source
 from .marker import TuneSettings
 from .measure import TimingStats
+from .probes import compare_machines, probes_for
 from .retune import RetuneDecision, decide
 from .runners import make_runner
 from .runners.errors import BackendUnavailable, SpecError
@@ -64,6 +67,10 @@ class _Kernel:
     hashes: dict[str, str]  # what the lock entry pins (source, space, problem)
     outcome_inputs: dict[str, Any]  # everything else that decides an evaluation's outcome (scratch key)
     make_runner: Callable[[], Any]
+    # Source kernels only: what the entry records of the source (stored beside the lock at tune time), and
+    # a runner of the same kernel built from a locked source text (the gate's A/B comparison of an edit).
+    source: dict[str, Any] | None = None
+    make_locked_runner: Callable[[str, Mapping[str, Any]], Any] | None = None
 
 
 class Autotune:
@@ -84,7 +91,7 @@ class Autotune:
                lang: str | None = None, name: str | None = None, **runner_options: Any) -> KernelResult:
         """Tune or gate a source kernel (CUDA via cupy/pycuda, C/C++ via the C runner)."""
         __tracebackhide__ = True
-        from .runners.kernel import KernelSpec
+        from .runners.kernel import KernelSpec, with_code
 
         spec_kwargs: dict[str, Any] = dict(source=source, kernel_name=kernel_name, problem_size=problem_size,
                                            args=args, grid_div_x=grid_div_x, grid_div_y=grid_div_y,
@@ -105,8 +112,17 @@ class Autotune:
                   "lang": spec.lang, "geometry": [spec.grid_div_x, spec.grid_div_y, spec.grid_div_z,
                                                   list(spec.block_size_names), shared_mem],
                   "runner_options": runner_options}
+        suffix = spec.source_file.suffix if spec.source_file is not None else _LANG_SUFFIX.get(spec.lang, ".txt")
+        source = {"code": spec.code, "suffix": suffix, "kernel_name": kernel_name,
+                  "compiler_options": list(spec.compiler_options)}
+
+        def locked_runner(code: str, entry: Mapping[str, Any]) -> Any:
+            locked = with_code(spec, code, entry.get("kernel_name", kernel_name),
+                               entry.get("compiler_options", spec.compiler_options))
+            return make_runner(locked, runner=runner, measure=self.settings.measure, **runner_options)
+
         return self._run(_Kernel(label, hashes, inputs, lambda: make_runner(
-            spec, runner=runner, measure=self.settings.measure, **runner_options)))
+            spec, runner=runner, measure=self.settings.measure, **runner_options), source, locked_runner))
 
     def function(self, launch: Callable[[Mapping[str, Any]], Any], *, name: str | None = None,
                  args: Sequence[Any] = (), expected: Sequence[Any] | None = None, atol: float | None = None,
@@ -206,7 +222,7 @@ class Autotune:
             elif not usable:
                 self._not_gated(k.label, key, path, check)
             else:
-                result = self._gate(k.label, entry, runner, path, check)  # type: ignore[arg-type]
+                result = self._gate(k, entry, runner, path, check)  # type: ignore[arg-type]
         finally:
             runner.close()
         self.results[k.label] = result
@@ -278,9 +294,9 @@ class Autotune:
                       budget=s.budget.max_evaluations or s.budget_text, lockfile=str(path))
             raise _failed(f"autotune: {self.item.nodeid}::{k.label}: {exc}") from None
         locked_now = result.confirmed_samples(incumbent) if incumbent is not None else None
-        decision = decide(old, [n for n in k.hashes if old is not None and (old.get("hashes") or {}).get(n) != k.hashes[n]],
-                          result.params, list(result.stats.samples), locked_now, s.tolerance, s.alpha)
-        entry = dict(old) if old is not None and not decision.write else self._entry(k, result, runner, decision)
+        decision = decide(old, self._rewrite_reasons(k, old, device), result.params, list(result.stats.samples),
+                          locked_now, s.tolerance, s.alpha)
+        entry = dict(old) if old is not None and not decision.write else self._entry(k, result, runner, decision, path)
         if decision.write:
             try:
                 merge_entries(path, {key: entry}, device)
@@ -303,7 +319,30 @@ class Autotune:
             outputs = _evaluate(runner, decision.params, keep_outputs=True).extra.get("outputs")
         return KernelResult(k.label, "tune", params, stats, outputs, result.history, None, entry)
 
-    def _entry(self, k: _Kernel, result: TuneResult, runner: Any, decision: RetuneDecision) -> dict[str, Any]:
+    @staticmethod
+    def _rewrite_reasons(k: _Kernel, old: Mapping[str, Any] | None, device: Any) -> list[str]:
+        """Why a kept winner's entry must be rewritten all the same: what it depends on changed, or it lacks
+        what the gate now uses (an entry written by an older version)."""
+        if old is None:
+            return []
+        recorded = old.get("hashes") or {}
+        reasons = [f"{name} changed" for name in k.hashes if recorded.get(name) != k.hashes[name]]
+        if "machine" not in old and probes_for(device.kind) is not None:
+            reasons.append("machine probes recorded")
+        if "source_file" not in old and k.source is not None:
+            reasons.append("kernel source stored")
+        return reasons
+
+    def _source_fields(self, k: _Kernel, path: Path) -> dict[str, Any]:
+        """The exact source, stored beside the lock, so an edit can later be timed against it."""
+        if k.source is None:
+            return {}
+        name = store_source(path.parent, k.source["code"], k.source["suffix"])
+        return {"source_file": name, "kernel_name": k.source["kernel_name"],
+                "compiler_options": k.source["compiler_options"]}
+
+    def _entry(self, k: _Kernel, result: TuneResult, runner: Any, decision: RetuneDecision,
+               path: Path) -> dict[str, Any]:
         s = self.settings
         device = result.device
         stats = TimingStats.from_samples(decision.samples)
@@ -328,33 +367,78 @@ class Autotune:
                             "space_size": len(result.space)},
             "runner": getattr(runner, "name", type(runner).__name__),
             "tolerance": s.tolerance,
+            **self._source_fields(k, path),
+            **({"machine": machine} if (machine := probes_for(device.kind)) else {}),
             "versions": {**device.versions, "pytest_autotune": __version__},
             "timestamp": utc_timestamp(),
         }
 
-    def _gate(self, label: str, entry: Mapping[str, Any], runner: Any, path: Path, check: EntryCheck) -> KernelResult:
+    def _gate(self, k: _Kernel, entry: Mapping[str, Any], runner: Any, path: Path, check: EntryCheck) -> KernelResult:
         __tracebackhide__ = True
-        s, opts = self.settings, self.state.options
-        # Not every runner keeps outputs (the replay runner has none): same fallback as tune().
-        measurement = _evaluate(runner, entry["params"], keep_outputs=True)
-        rival = (lambda params: runner.evaluate(params)) if opts.ranking else None
-        outcome = run_gate(label, self.item.nodeid, entry, measurement, s.tolerance, s.alpha, rival)
+        s, opts, label = self.settings, self.state.options, k.label
+        params = dict(entry["params"])
+        kept: dict[str, Any] = {}
+
+        def measure_current() -> Any:
+            # Not every runner keeps outputs (the replay runner has none): same fallback as tune().
+            m = _evaluate(runner, params, keep_outputs="outputs" not in kept)
+            kept.setdefault("outputs", m.extra.get("outputs"))
+            return m
+
+        outcome = self._ab_gate(k, entry, path, measure_current) if "source" in check.changed else None
+        if outcome is None:
+            machine = compare_machines(entry.get("machine"), probes_for(runner.device().kind), s.tolerance)
+            rival = (lambda p: runner.evaluate(p)) if opts.ranking else None
+            outcome = run_gate(label, self.item.nodeid, entry, measure_current(), s.tolerance, s.alpha, rival,
+                               remeasure=measure_current, machine=machine)
         cmp = outcome.comparison
-        status = {"pass": "pass", "faster": "faster", "slower": "REGRESSION", "broken": "BROKEN"}[outcome.verdict]
+        status = {"pass": "pass", "faster": "faster", "slower": "REGRESSION", "broken": "BROKEN",
+                  "incomparable": "incomparable"}[outcome.verdict]
         if outcome.stale_ranking and outcome.verdict == "pass":
             status = "stale-ranking"
-        if check.notes and outcome.failed:
-            outcome.message += f"\n  note: {check.notes}"
-        self._row(label, "gate", status, params=self._in_declared_order(entry["params"]),
+        notes = [n for n in (check.notes, *(["A/B against the locked source"] if outcome.method == "a/b" else []),
+                             *outcome.notes) if n]
+        if notes and outcome.failed:
+            outcome.message += "\n  note: " + "; ".join(notes)
+        absolute = outcome.absolute
+        self._row(label, "gate", status, params=self._in_declared_order(params),
                   time_ms=cmp.new_median if cmp else None, locked_ms=entry["stats"]["median"],
                   change_pct=cmp.change_pct if cmp else None, p_value=cmp.p_value if cmp else None,
                   strategy=(entry.get("strategy") or {}).get("name"), message=outcome.message,
-                  stale_ranking=outcome.stale_ranking, note=check.notes, lockfile=str(path))
+                  stale_ranking=outcome.stale_ranking, note="; ".join(notes), lockfile=str(path),
+                  method=outcome.method, absolute_change_pct=absolute.change_pct if absolute else None,
+                  machine=outcome.machine.changes if outcome.machine else None,
+                  incomparable_policy=opts.incomparable if outcome.verdict == "incomparable" else None)
         if outcome.failed:
             raise pytest.fail.Exception(outcome.message, pytrace=False)
-        stats = TimingStats.from_samples(measurement.samples or [measurement.value])
-        return KernelResult(label, "gate", self._in_declared_order(entry["params"]), stats,
-                            measurement.extra.get("outputs"), None, outcome, dict(entry))
+        if outcome.verdict == "incomparable":
+            if opts.incomparable == "fail":
+                raise pytest.fail.Exception(outcome.message, pytrace=False)
+            if opts.incomparable == "skip":
+                raise pytest.skip.Exception(outcome.message)
+        stats = TimingStats.from_samples(outcome.measurement.samples or [outcome.measurement.value])
+        return KernelResult(label, "gate", self._in_declared_order(params), stats, kept.get("outputs"), None,
+                            outcome, dict(entry))
+
+    def _ab_gate(self, k: _Kernel, entry: Mapping[str, Any], path: Path, measure_current: Callable[[], Any]
+                 ) -> GateOutcome | None:
+        """The edited source against the locked one, side by side; ``None`` when that cannot be done
+        (a callable or recording, an entry without a stored source, a locked source that no longer builds)."""
+        __tracebackhide__ = True
+        code = load_source(path.parent, entry.get("source_file", "")) if k.make_locked_runner else None
+        if code is None:
+            return None
+        locked_runner = k.make_locked_runner(code, entry)  # type: ignore[misc]
+        try:
+            params = dict(entry["params"])
+            return run_ab_gate(k.label, self.item.nodeid, entry, lambda: locked_runner.evaluate(params),
+                               measure_current, self.settings.tolerance, self.settings.alpha)
+        except LockedSourceUnusable as exc:
+            self.state.say(f"autotune {self.item.nodeid}::{k.label}: the locked source no longer runs here ({exc}); "
+                           "comparing with the locked samples instead")
+            return None
+        finally:
+            locked_runner.close()
 
     def _row(self, kernel: str, mode: str, status: str, **fields: Any) -> None:
         row = {"test": self.item.nodeid, "kernel": kernel, "mode": mode, "status": status, **fields}
@@ -376,6 +460,7 @@ def _median(result: TuneResult, record: Any) -> float:
 
 
 CALLS_KEY = pytest.StashKey[int]()
+_LANG_SUFFIX = {"cuda": ".cu", "c": ".c", "c++": ".cpp"}
 # The summary's status of a tuned kernel, by what happened to its lock entry (see retune.decide).
 TUNE_STATUS = {"first": "first lock", "new": "new winner", "kept": "kept lock", "refreshed": "kept lock",
                "updated": "kept lock"}

@@ -1,5 +1,18 @@
 """The CI regression gate: re-time the locked winner and decide pass, fail or "faster".
 
+Two ways to decide, by what changed since the lock:
+
+* **the kernel source was edited**: :func:`run_ab_gate` builds the locked
+  source and the current one at the locked parameters and times them in
+  interleaved rounds (ABAB...) on this machine. "The edit made it slower" is
+  decided from those samples alone, whatever this machine's speed relative
+  to the lock's; the comparison with the locked samples is reported beside it.
+* **the source is unchanged**: :func:`run_gate` compares fresh samples with
+  the locked ones. A suspected regression must persist in fresh rounds
+  before it fails (a preemption burst does not), and when this machine's
+  probes (:mod:`.probes`) differ from the lock's beyond the tolerance, the
+  verdict is "incomparable" instead: a different machine, not a regression.
+
 Kept free of pytest so the decision can be tested (and reused) on its own:
 the plugin turns a :class:`GateOutcome` into ``pytest.fail`` or a summary row.
 """
@@ -9,18 +22,33 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from .measure import Comparison, compare_samples
+from .probes import MachineComparison
 from .results import Measurement
+
+AB_ROUNDS = 3  # interleaved rounds of locked and current source
+CONFIRM_ROUNDS = 2  # fresh measurements a suspected regression must survive
+
+Measure = Callable[[], Measurement]
 
 
 @dataclass
 class GateOutcome:
-    """What the gate found for one kernel."""
+    """What the gate found for one kernel.
 
-    verdict: str  # "pass" | "slower" | "faster" | "broken"
+    ``method`` is ``absolute`` (fresh samples against the locked ones) or
+    ``a/b`` (locked against current source, side by side on this machine);
+    ``absolute`` keeps the comparison with the locked samples in both cases.
+    """
+
+    verdict: str  # "pass" | "slower" | "faster" | "broken" | "incomparable"
     comparison: Comparison | None
     measurement: Measurement
     message: str = ""
     stale_ranking: list[dict[str, Any]] = field(default_factory=list)  # runners-up that now beat the winner
+    method: str = "absolute"
+    absolute: Comparison | None = None
+    machine: MachineComparison | None = None
+    notes: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
@@ -75,29 +103,65 @@ def regression_message(kernel: str, nodeid: str, entry: Mapping[str, Any], cmp: 
     ])
 
 
+def _samples(m: Measurement) -> list[float]:
+    return list(m.samples) if m.samples else [float(m.value)]  # type: ignore[arg-type]
+
+
+def _broken(kernel: str, nodeid: str, entry: Mapping[str, Any], measurement: Measurement, what: str = "") -> GateOutcome:
+    return GateOutcome("broken", None, measurement,
+                       f"autotune: the locked configuration of kernel {kernel!r} in {nodeid} no longer works{what} "
+                       f"({measurement.failure}): {measurement.detail.strip()[:2000]}\n"
+                       f"  locked params: {dict(entry['params'])}\n  re-tune with: {retune_command(nodeid)}")
+
+
+def _faster_message(kernel: str, nodeid: str, cmp: Comparison, against: str = "locked") -> str:
+    return (f"kernel {kernel!r} is {-cmp.change_pct:.1f}% faster than {against} (p = {cmp.p_value:.3g}); "
+            f"consider updating the lock: {retune_command(nodeid)}")
+
+
 def run_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measurement: Measurement, tolerance: float,
-             alpha: float, measure_runner_up: Callable[[Mapping[str, Any]], Measurement] | None = None) -> GateOutcome:
+             alpha: float, measure_runner_up: Callable[[Mapping[str, Any]], Measurement] | None = None, *,
+             remeasure: Measure | None = None, machine: MachineComparison | None = None,
+             confirm_rounds: int = CONFIRM_ROUNDS) -> GateOutcome:
     """Compare a fresh measurement of the locked winner with the lock.
 
-    ``tolerance`` is a fraction (0.10 = 10 %). With ``measure_runner_up``
-    the recorded runners-up are re-timed too, and any that now beats the
-    winner significantly marks the lock stale (the optimum moved).
+    ``tolerance`` is a fraction (0.10 = 10 %). With ``remeasure``, a
+    suspected regression is measured again ``confirm_rounds`` times and
+    fails only when those fresh samples alone are slower too. ``machine``
+    (this machine's probes against the lock's) turns the verdict into
+    ``incomparable`` when the machines differ beyond the tolerance. With
+    ``measure_runner_up`` the recorded runners-up are re-timed too, and any
+    that now beats the winner significantly marks the lock stale.
     """
     if not measurement.ok:
-        return GateOutcome("broken", None, measurement,
-                           f"autotune: the locked configuration of kernel {kernel!r} in {nodeid} no longer works "
-                           f"({measurement.failure}): {measurement.detail.strip()[:2000]}\n"
-                           f"  locked params: {dict(entry['params'])}\n  re-tune with: {retune_command(nodeid)}")
-    new_samples: Sequence[float] = measurement.samples or [measurement.value]  # type: ignore[list-item]
+        return _broken(kernel, nodeid, entry, measurement)
+    new_samples: Sequence[float] = _samples(measurement)
     cmp = compare_samples(entry["samples"], new_samples, tolerance * 100.0, alpha)
-    outcome = GateOutcome("pass", cmp, measurement)
-    if cmp.slower:
+    outcome = GateOutcome("pass", cmp, measurement, absolute=cmp, machine=machine)
+    if cmp.slower and remeasure is not None and confirm_rounds > 0:
+        fresh: list[float] = []
+        for _ in range(confirm_rounds):
+            again = remeasure()
+            if not again.ok:
+                return _broken(kernel, nodeid, entry, again)
+            fresh.extend(_samples(again))
+        confirmed = compare_samples(entry["samples"], fresh, tolerance * 100.0, alpha)
+        if not confirmed.slower:
+            outcome.notes.append(f"a suspected regression ({cmp.change_pct:+.1f}%) did not persist in "
+                                 f"{confirm_rounds} fresh rounds ({confirmed.change_pct:+.1f}%)")
+            cmp = outcome.comparison = outcome.absolute = confirmed
+    if machine is not None and not machine.comparable:
+        outcome.verdict = "incomparable"
+        outcome.message = (f"autotune: kernel {kernel!r} in {nodeid} not comparable with its lock: "
+                           f"{machine.describe()} (probes {_fmt_changes(machine)}); against the locked samples "
+                           f"{cmp.change_pct:+.1f}%, which says nothing about the kernel here. Gate on a machine "
+                           "like the lock's, or add a lockfile for this one (the pytest_autotune_lockfile_name hook)")
+    elif cmp.slower:
         outcome.verdict = "slower"
         outcome.message = regression_message(kernel, nodeid, entry, cmp)
     elif cmp.faster:
         outcome.verdict = "faster"
-        outcome.message = (f"kernel {kernel!r} is {-cmp.change_pct:.1f}% faster than locked "
-                           f"(p = {cmp.p_value:.3g}); consider updating the lock: {retune_command(nodeid)}")
+        outcome.message = _faster_message(kernel, nodeid, cmp)
     if measure_runner_up is not None:
         for up in entry.get("runners_up", []) or []:
             m = measure_runner_up(up["params"])
@@ -109,3 +173,71 @@ def run_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measurement: Me
                 outcome.stale_ranking.append({"params": dict(up["params"]), "median": rival.new_median,
                                               "change_pct": rival.change_pct, "p_value": rival.p_value})
     return outcome
+
+
+def _fmt_changes(machine: MachineComparison) -> str:
+    return ", ".join(f"{name} {change:+.0f}%" for name, change in sorted(machine.changes.items()))
+
+
+def interleaved(measure_a: Measure, measure_b: Measure, rounds: int) -> tuple[list[float], list[float], Measurement | None,
+                                                                                 Measurement | None]:
+    """ABAB... rounds: pooled samples of each side and the first failed measurement of each (or None).
+
+    Interleaving puts both sides under the same conditions (load, clocks,
+    neighbours) within a few hundred milliseconds of each other."""
+    a: list[float] = []
+    b: list[float] = []
+    for _ in range(rounds):
+        ma, mb = measure_a(), measure_b()
+        if not ma.ok or not mb.ok:
+            return a, b, (ma if not ma.ok else None), (mb if not mb.ok else None)
+        a.extend(_samples(ma))
+        b.extend(_samples(mb))
+    return a, b, None, None
+
+
+def ab_message(kernel: str, nodeid: str, entry: Mapping[str, Any], cmp: Comparison, rounds: int,
+               absolute: Comparison | None) -> str:
+    lines = [
+        f"autotune regression: kernel {kernel!r} in {nodeid} got slower with the source edit",
+        f"  A/B on this machine at the locked params, {rounds} interleaved rounds: locked source "
+        f"{cmp.locked_median:.6g} ms (n={cmp.n_locked})  ->  current source {cmp.new_median:.6g} ms "
+        f"(n={cmp.n_new}): {cmp.change_pct:+.1f}%",
+        f"  tolerance {cmp.tolerance_pct:.3g}%, Mann-Whitney U one-sided p = {cmp.p_value:.3g} (alpha {cmp.alpha:g})",
+    ]
+    if absolute is not None:
+        lines.append(f"  against the lock's samples: {absolute.change_pct:+.1f}% (includes any machine difference)")
+    lines += [f"  locked params: {dict(entry['params'])}",
+              f"  if the slowdown is expected, re-tune with: {retune_command(nodeid)}"]
+    return "\n".join(lines)
+
+
+def run_ab_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measure_locked: Measure, measure_current: Measure,
+                tolerance: float, alpha: float, rounds: int = AB_ROUNDS) -> GateOutcome:
+    """The edited kernel against its locked source, side by side at the locked parameters.
+
+    Fails when the current source is slower than the locked one by more than
+    ``tolerance`` and significantly so (the gate's statistics on the
+    interleaved samples). If the locked source no longer builds or runs here,
+    the caller falls back to :func:`run_gate` (``None`` is returned).
+    """
+    a, b, failed_a, failed_b = interleaved(measure_locked, measure_current, rounds)
+    if failed_b is not None:
+        return _broken(kernel, nodeid, entry, failed_b, " with the edited source")
+    if failed_a is not None:
+        raise LockedSourceUnusable(f"{failed_a.failure}: {failed_a.detail.strip()[:300]}")
+    cmp = compare_samples(a, b, tolerance * 100.0, alpha)
+    absolute = compare_samples(entry["samples"], b, tolerance * 100.0, alpha)
+    current = Measurement(params=dict(entry["params"]), value=cmp.new_median, samples=b)
+    outcome = GateOutcome("pass", cmp, current, method="a/b", absolute=absolute)
+    if cmp.slower:
+        outcome.verdict = "slower"
+        outcome.message = ab_message(kernel, nodeid, entry, cmp, rounds, absolute)
+    elif cmp.faster:
+        outcome.verdict = "faster"
+        outcome.message = _faster_message(kernel, nodeid, cmp, "its locked source (A/B)")
+    return outcome
+
+
+class LockedSourceUnusable(Exception):
+    """The locked source no longer builds or runs here (a header changed, say): no A/B comparison."""

@@ -19,7 +19,7 @@ from .evaluator import Budget
 from .fixture import CALLS_KEY, Autotune
 from .marker import MarkerError, TuneSettings, parse_marker
 from .report import failure_lines, format_table, lockfile_lines, not_gated_line, write_json_report, write_plots
-from .session import MISSING_POLICIES, Options, SessionState
+from .session import INCOMPARABLE_POLICIES, MISSING_POLICIES, Options, SessionState
 from .strategies import StrategyError, validate_strategy_spec
 
 
@@ -36,6 +36,8 @@ INI_OPTIONS = {
     "autotune_alpha": ("significance level of the gate's Mann-Whitney U test", "0.01"),
     "autotune_lockdir": ("directory of the per-device lockfiles, relative to the rootdir", "autotune.lock"),
     "autotune_missing": ("what the gate does without a valid lock entry: skip, fail or tune", "skip"),
+    "autotune_incomparable": ("what the gate does on a machine whose probes differ from the lock's: warn, skip "
+                              "or fail", "warn"),
 }
 
 
@@ -59,6 +61,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "without a valid entry for this device")
     group.addoption("--autotune-missing", choices=MISSING_POLICIES, default=None,
                     help="gate without a valid lock entry: skip (default), fail, or tune")
+    group.addoption("--autotune-incomparable", choices=INCOMPARABLE_POLICIES, default=None,
+                    help="gate on a machine whose probes (memory bandwidth, compute) differ from the lock's beyond "
+                         "the tolerance: warn (pass, and say so; default), skip, or fail")
     group.addoption("--autotune-fresh", action="store_true", default=False,
                     help="ignore the scratch cache of an interrupted tuning run")
     group.addoption("--autotune-lockdir", default=None, help="directory of the lockfiles (ini: autotune_lockdir)")
@@ -132,6 +137,10 @@ def _resolve_options(config: pytest.Config) -> Options:
     missing = opt("autotune_missing") or ini("autotune_missing")
     if missing not in MISSING_POLICIES:
         raise pytest.UsageError(f"autotune_missing = {missing!r}: choose from {', '.join(MISSING_POLICIES)}")
+    incomparable = opt("autotune_incomparable") or ini("autotune_incomparable")
+    if incomparable not in INCOMPARABLE_POLICIES:
+        raise pytest.UsageError(f"autotune_incomparable = {incomparable!r}: choose from "
+                                f"{', '.join(INCOMPARABLE_POLICIES)}")
     defaults = _validated_defaults(config)
     devices = [d.strip() for d in (opt("autotune_devices") or "").split(",") if d.strip()]
     cache_dir = _scratch_dir(config, rootdir)
@@ -140,7 +149,7 @@ def _resolve_options(config: pytest.Config) -> Options:
                    ranking=opt("autotune_ranking"), report=Path(opt("autotune_report")) if opt("autotune_report") else None,
                    plots=Path(opt("autotune_plots")) if opt("autotune_plots") else None, devices=devices,
                    defaults=defaults, verbosity=config.get_verbosity(),
-                   is_worker=hasattr(config, "workerinput"))
+                   is_worker=hasattr(config, "workerinput"), incomparable=incomparable)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -270,6 +279,11 @@ def _summary(terminalreporter: Any, state: SessionState) -> None:
         if left_alone:
             write("autotune: left alone by --autotune=missing (valid lock entry: neither re-tuned nor gated): "
                   + ", ".join(left_alone))
+        for r in rows:
+            if r.get("status") == "incomparable":
+                action = {"warn": "passed", "skip": "skipped", "fail": "failed"}[r.get("incomparable_policy") or "warn"]
+                write(f"autotune: NOT COMPARABLE ({action}, --autotune-incomparable={r.get('incomparable_policy')}): "
+                      f"{r['message']}", yellow=True, bold=True)
         line = not_gated_line(rows)
         if line:
             write(line, yellow=True, bold=True)

@@ -17,6 +17,7 @@ from typing import Sequence
 import pytest
 
 from .lock.lockfile import lockfile_path, merge_entries, read_lockfile
+from .lock.sources import unreferenced_sources
 
 
 class PruneError(Exception):
@@ -84,8 +85,19 @@ def find_orphans(found: _Collected) -> list[Orphan]:
     return orphans
 
 
-def prune(orphans: Sequence[Orphan]) -> None:
-    """Remove the orphaned entries, each lockfile in one locked, atomic merge."""
+def orphaned_sources(lockdir: Path, orphans: Sequence[Orphan]) -> list[Path]:
+    """Stored kernel sources (``sources/``) that no entry references once ``orphans`` are gone."""
+    gone = {(o.lockfile, o.key) for o in orphans}
+    referenced = []
+    for path in sorted(lockdir.glob("*.json")):
+        lock = read_lockfile(path)
+        referenced += [str(e.get("source_file")) for key, e in (lock.entries if lock else {}).items()
+                       if (path, key) not in gone and e.get("source_file")]
+    return unreferenced_sources(lockdir, referenced)
+
+
+def prune(orphans: Sequence[Orphan], sources: Sequence[Path] = ()) -> None:
+    """Remove the orphaned entries, each lockfile in one locked, atomic merge, then the sources nothing uses."""
     by_file: dict[Path, list[str]] = {}
     for o in orphans:
         by_file.setdefault(o.lockfile, []).append(o.key)
@@ -93,3 +105,5 @@ def prune(orphans: Sequence[Orphan]) -> None:
         lock = read_lockfile(path)
         if lock is not None:
             merge_entries(lockfile_path(path.parent, path.stem), {}, lock.device, remove=keys)
+    for path in sources:
+        path.unlink(missing_ok=True)

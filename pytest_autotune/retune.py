@@ -17,8 +17,9 @@ The rules:
   and a slower machine must not lower its numbers. Only when this machine
   measures the locked winner significantly *faster* than the lock says are
   its timings refreshed (the gate would otherwise report "faster" for ever).
-* when the source, space or problem changed, the entry is rewritten with the
-  kept winner's fresh samples and the new hashes.
+* when the source, space or problem changed, or the entry lacks what this
+  version records (machine probes, the stored source), the entry is rewritten
+  with the kept winner's fresh samples (measured next to the probes).
 """
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ class RetuneDecision:
         return self.action != "kept"
 
 
-def decide(old: Mapping[str, Any] | None, hashes_changed: Sequence[str], winner: Mapping[str, Any],
+def decide(old: Mapping[str, Any] | None, rewrite_reasons: Sequence[str], winner: Mapping[str, Any],
            winner_samples: Sequence[float], locked_samples_now: Sequence[float] | None, tolerance: float,
            alpha: float) -> RetuneDecision:
     """Choose between the search's winner and the locked winner (see the module docstring).
@@ -69,9 +70,9 @@ def decide(old: Mapping[str, Any] | None, hashes_changed: Sequence[str], winner:
                                   f"new winner, {-cmp.change_pct:.1f}% faster than lock", cmp.change_pct, cmp)
     change = cmp.change_pct if cmp is not None else None
     challenger = "" if cmp is None else f" (best challenger {cmp.change_pct:+.1f}%, not significant)"
-    if hashes_changed:
+    if rewrite_reasons:
         return RetuneDecision("updated", locked, list(locked_samples_now),
-                              f"kept locked winner{challenger}; entry updated: {', '.join(hashes_changed)} changed",
+                              f"kept locked winner{challenger}; entry updated: {', '.join(rewrite_reasons)}",
                               change, cmp)
     against_lock = compare_samples(old["samples"], locked_samples_now, tolerance * 100.0, alpha)
     if against_lock.faster:

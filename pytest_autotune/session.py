@@ -9,6 +9,7 @@ from typing import Any, Callable
 from .evaluator import EvaluationRecord, Evaluator
 
 MISSING_POLICIES = ("skip", "fail", "tune")
+INCOMPARABLE_POLICIES = ("warn", "skip", "fail")  # the gate on a machine unlike the lock's
 
 
 @dataclass
@@ -27,6 +28,7 @@ class Options:
     defaults: dict[str, Any]  # marker defaults: strategy, budget, tolerance, alpha, seed
     verbosity: int = 0
     is_worker: bool = False
+    incomparable: str = "warn"  # warn (pass, loudly) | skip | fail
 
 
 def eta(done: int, budget: int | None, elapsed: float) -> str:

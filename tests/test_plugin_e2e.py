@@ -1023,3 +1023,97 @@ def test_prune_removes_entries_of_tests_that_no_longer_exist(project: pytest.Pyt
     refused = prune()
     assert refused.returncode == 2 and "collection failed" in refused.stderr
     assert set(json.loads(path.read_text())["entries"]) == {"test_order.py::test_order::ordered"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Robust gate: A/B against the locked source, machine probes
+# ---------------------------------------------------------------------------------------------
+SOURCE_WORK_C = r"""
+#define REPS 20
+/* The work is in the source this time: an edit of REPS is what a kernel author's slower edit looks like. */
+void swork(float *out, const float *in, int n) {
+    for (int k = 0; k < REPS; k++)
+        for (int i = 0; i < n; i += UNROLL)
+            for (int j = 0; j < UNROLL && i + j < n; j++)
+                out[i + j] = out[i + j] * 0.5f + in[i + j];
+}
+"""
+
+SOURCE_WORK_TEST = '''
+import numpy as np
+import pytest
+
+N = 1 << 15
+
+
+@pytest.mark.tune(params={"UNROLL": [1, 2]}, strategy="brute_force")
+def test_swork(autotune):
+    a = np.linspace(0, 1, N, dtype=np.float32)
+    autotune.kernel("swork.c", "swork", N, [np.zeros(N, np.float32), a, np.int32(N)], expected=None)
+'''
+
+
+@needs_gcc
+def test_source_edits_are_gated_side_by_side_with_the_locked_source(project: pytest.Pytester) -> None:
+    project.makefile(".c", swork=SOURCE_WORK_C)
+    project.makepyfile(test_swork=SOURCE_WORK_TEST)
+    run(project, "--autotune").assert_outcomes(passed=1)
+    path, lock = the_lockfile(project)
+    entry = lock["entries"]["test_swork.py::test_swork::swork"]
+    stored = path.parent / entry["source_file"]
+    assert stored.read_text() == (project.path / "swork.c").read_text() and entry["source_file"].startswith("sources/")
+    assert entry["compiler_options"] == [] and entry["kernel_name"] == "swork"
+    assert set(entry["machine"]) == {"probe", "bandwidth_gbs", "compute_gflops"}
+
+    # A comment edit: gated A/B against the locked source, passes.
+    original = (project.path / "swork.c").read_text()
+    (project.path / "swork.c").write_text(original + "/* a comment */\n")
+    result = run(project, "--autotune-report=comment.json")
+    result.assert_outcomes(passed=1)
+    (row,) = json.loads((project.path / "comment.json").read_text())["kernels"]
+    assert row["method"] == "a/b" and row["status"] in ("pass", "faster")
+    assert row["note"] == "source changed since lock; A/B against the locked source"
+
+    # An edit that adds 30 % work fails, whatever this machine's speed against the lock's.
+    (project.path / "swork.c").write_text(original.replace("REPS 20", "REPS 26"))
+    result = run(project)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*autotune regression: kernel 'swork' in test_swork.py::test_swork got slower with the source edit",
+        "*A/B on this machine at the locked params, 3 interleaved rounds: locked source * ms (n=*)  ->  "
+        "current source * ms (n=*): +*%",
+        "*against the lock's samples: *%*"])
+    assert the_lockfile(project)[1] == lock  # the gate never writes
+
+    # The locked source is gone (an entry from before sources were stored): the absolute comparison decides.
+    stored.unlink()
+    (project.path / "swork.c").write_text(original + "/* a comment */\n")
+    result = run(project, "--autotune-tolerance=5", "--autotune-report=absolute.json")
+    result.assert_outcomes(passed=1)
+    (row,) = json.loads((project.path / "absolute.json").read_text())["kernels"]
+    assert row["method"] == "absolute" and row["note"] == "source changed since lock"
+
+
+@needs_gcc
+def test_a_lock_from_a_faster_machine_is_not_comparable_rather_than_a_regression(project: pytest.Pytester) -> None:
+    project.makefile(".c", swork=SOURCE_WORK_C)
+    project.makepyfile(test_swork=SOURCE_WORK_TEST)
+    run(project, "--autotune").assert_outcomes(passed=1)
+    path, lock = the_lockfile(project)
+    key = "test_swork.py::test_swork::swork"
+    # Simulate a lock recorded on a machine twice as fast: halved samples, doubled probes.
+    entry = lock["entries"][key]
+    entry["samples"] = [x / 2 for x in entry["samples"]]
+    entry["stats"] = {k: (v / 2 if k != "n" else v) for k, v in entry["stats"].items()}
+    entry["machine"] = {**entry["machine"], "bandwidth_gbs": entry["machine"]["bandwidth_gbs"] * 2,
+                        "compute_gflops": entry["machine"]["compute_gflops"] * 2}
+    path.write_text(json.dumps(lock))
+    result = run(project, "--autotune-report=r.json")
+    result.assert_outcomes(passed=1)  # default policy: warn and pass
+    (row,) = json.loads((project.path / "r.json").read_text())["kernels"]
+    assert row["status"] == "incomparable" and row["absolute_change_pct"] > 50
+    result.stdout.fnmatch_lines(["autotune: NOT COMPARABLE (passed, --autotune-incomparable=warn): autotune: kernel "
+                                 "'swork' in test_swork.py::test_swork not comparable with its lock: this machine's "
+                                 "* is *% lower than the lock's machine's*"])
+    run(project, "--autotune-incomparable=skip").assert_outcomes(skipped=1)
+    run(project, "--autotune-incomparable=fail").assert_outcomes(failed=1)

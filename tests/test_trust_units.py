@@ -86,7 +86,7 @@ def test_a_faster_measurement_of_the_locked_winner_refreshes_its_timings() -> No
 
 
 def test_changed_hashes_rewrite_the_entry_with_the_kept_winner() -> None:
-    d = decide(ENTRY, ["source"], {"B": 4}, SAME, SAME, 0.1, 0.01)
+    d = decide(ENTRY, ["source changed"], {"B": 4}, SAME, SAME, 0.1, 0.01)
     assert d.action == "updated" and d.write and d.params == {"B": 2} and "source changed" in d.message
 
 
@@ -181,3 +181,61 @@ def test_eta_from_the_mean_time_per_evaluation() -> None:
     assert eta(10, 40, 5.0) == ", ETA 15s"
     assert eta(10, 1000, 5.0) == ", ETA 8.2min"
     assert eta(0, 40, 0.0) == "" and eta(40, 40, 9.0) == "" and eta(3, None, 1.0) == ""
+
+
+# --------------------------------------------------------------------------- the gate: A/B, confirmation, machines
+from pytest_autotune.gate import LockedSourceUnusable, run_ab_gate, run_gate  # noqa: E402
+from pytest_autotune.probes import compare_machines  # noqa: E402
+
+
+def _m(scale: float, n: int = 8) -> Measurement:
+    samples = [scale * (1 + 0.002 * i) for i in range(n)]
+    return Measurement(params={"B": 2}, value=float(np.median(samples)), samples=samples)
+
+
+def _sequence(*scales: float):
+    it = iter(scales)
+    return lambda: _m(next(it))
+
+
+LOCKED = {**ENTRY, "samples": _m(1.0).samples}
+
+
+def test_ab_gate_judges_the_edit_on_this_machine_alone() -> None:
+    # this machine is 40 % slower than the lock's; the edit itself adds 30 %
+    out = run_ab_gate("k", "t.py::t", LOCKED, _sequence(1.4, 1.4, 1.4), _sequence(1.82, 1.82, 1.82), 0.1, 0.01)
+    assert out.verdict == "slower" and out.method == "a/b"
+    assert "got slower with the source edit" in out.message and "+30.0%" in out.message
+    assert "against the lock's samples: +82.0%" in out.message
+    # a neutral edit (a comment) on the same slow machine passes, although the absolute comparison says +40 %
+    out = run_ab_gate("k", "t.py::t", LOCKED, _sequence(1.4, 1.4, 1.4), _sequence(1.4, 1.4, 1.4), 0.1, 0.01)
+    assert out.verdict == "pass" and out.absolute is not None and out.absolute.slower
+
+
+def test_ab_gate_broken_edit_and_unusable_locked_source() -> None:
+    broken = lambda: Measurement.failed({"B": 2}, FailureKind.COMPILE, "k.c:3: error: x")  # noqa: E731
+    out = run_ab_gate("k", "t.py::t", LOCKED, _sequence(1.0), broken, 0.1, 0.01)
+    assert out.verdict == "broken" and "with the edited source" in out.message
+    with pytest.raises(LockedSourceUnusable):
+        run_ab_gate("k", "t.py::t", LOCKED, broken, _sequence(1.0), 0.1, 0.01)
+
+
+def test_a_suspected_regression_must_persist_in_fresh_rounds() -> None:
+    burst = run_gate("k", "t.py::t", LOCKED, _m(1.5), 0.1, 0.01, remeasure=_sequence(1.0, 1.01))
+    assert burst.verdict == "pass" and "did not persist" in burst.notes[0]
+    real = run_gate("k", "t.py::t", LOCKED, _m(1.5), 0.1, 0.01, remeasure=_sequence(1.5, 1.5))
+    assert real.verdict == "slower" and "+50.0%" in real.message
+
+
+def test_a_machine_unlike_the_locks_is_not_comparable() -> None:
+    locked = {"probe": "p1", "bandwidth_gbs": 20.0, "compute_gflops": 10.0}
+    slower_machine = compare_machines(locked, {"probe": "p1", "bandwidth_gbs": 13.8, "compute_gflops": 10.2}, 0.1)
+    assert slower_machine is not None and not slower_machine.comparable
+    assert slower_machine.describe() == "this machine's memory bandwidth is 31% lower than the lock's machine's"
+    out = run_gate("k", "t.py::t", LOCKED, _m(1.4), 0.1, 0.01, remeasure=_sequence(1.4, 1.4), machine=slower_machine)
+    assert out.verdict == "incomparable" and not out.failed and "not comparable" in out.message
+    same = compare_machines(locked, {"probe": "p1", "bandwidth_gbs": 19.0, "compute_gflops": 10.5}, 0.1)
+    assert same is not None and same.comparable
+    assert run_gate("k", "t.py::t", LOCKED, _m(1.4), 0.1, 0.01, machine=same).verdict == "slower"
+    assert compare_machines(locked, {**locked, "probe": "p2"}, 0.1) is None  # another probe version: unknown
+    assert compare_machines(None, locked, 0.1) is None

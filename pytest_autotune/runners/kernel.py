@@ -14,6 +14,7 @@ user strings are never passed to ``eval``.
 from __future__ import annotations
 
 import ast
+import copy
 import functools
 import hashlib
 import math
@@ -254,6 +255,24 @@ class KernelSpec:
 
     def grid_div(self, axis: int) -> tuple[Expr, ...] | None:
         return getattr(self, f"grid_div_{_AXES[axis]}")
+
+
+def with_code(spec: KernelSpec, code: str, kernel_name: str | None = None,
+              compiler_options: Sequence[str] | None = None) -> KernelSpec:
+    """The same kernel built from another source text (a locked version of an edited file).
+
+    Arguments, launch geometry and verification stay; the source file's folder
+    stays too, so ``#include`` of a neighbouring header resolves as before.
+    """
+    other = copy.copy(spec)
+    other.code = code
+    if kernel_name is not None:
+        if not _KERNEL_NAME.match(kernel_name):
+            raise SpecError(f"kernel_name {kernel_name!r} is not a function name or a template expression")
+        other.kernel_name = kernel_name
+    if compiler_options is not None:
+        other.compiler_options = tuple(str(o) for o in compiler_options)
+    return other
 
 
 def _load_source(source: Union[str, os.PathLike]) -> tuple[str, Path | None]:
