@@ -291,7 +291,7 @@ class Autotune:
             self._row(k.label, "tune", "failed", failures=exc.history.failures() if exc.history else {},
                       failure_examples=first_failures(exc.history) if exc.history else {},
                       evaluations=len(exc.history.records) if exc.history else 0,
-                      budget=s.budget.max_evaluations or s.budget_text, lockfile=str(path))
+                      budget=total or s.budget_text, lockfile=str(path))
             raise _failed(f"autotune: {self.item.nodeid}::{k.label}: {exc}") from None
         locked_now = result.confirmed_samples(incumbent) if incumbent is not None else None
         decision = decide(old, self._rewrite_reasons(k, old, device), result.params, list(result.stats.samples),
@@ -308,7 +308,7 @@ class Autotune:
         locked_ms = old["stats"]["median"] if old is not None else None
         self._row(k.label, "tune", TUNE_STATUS[decision.action], params=params, time_ms=stats.median,
                   change_pct=(stats.median - locked_ms) / locked_ms * 100.0 if locked_ms else None, locked_ms=locked_ms,
-                  evaluations=result.evaluations, budget=s.budget.max_evaluations or s.budget_text,
+                  evaluations=result.evaluations, budget=total or s.budget_text,
                   strategy=result.strategy["name"], failures=result.failures,
                   failure_examples=first_failures(result.history),
                   best_so_far=[None if x != x else float(x) for x in result.history.best_so_far()],

@@ -399,7 +399,7 @@ def test_missing_entry_policies_and_stale_source(project: pytest.Pytester) -> No
     result.assert_outcomes(passed=2)
     rows = summary_rows(result)
     assert {r[2] for r in rows.values()} <= {"pass", "faster"}
-    assert {r[9] for r in rows.values()} == {"source changed since lock"}
+    assert {r[9] for r in rows.values()} == {"source changed since lock; A/B against the locked source"}
 
     # A changed problem cannot be gated: stale, skipped by default, never silently. The summary ends with
     # a line naming each kernel that was not gated and why; the skip gives the re-tune command.
@@ -864,7 +864,7 @@ def test_a_kernel_that_never_compiles_shows_the_compiler_output(project: pytest.
         "*first compile failure, at {'UNROLL': 1}:",
         "*error: *undeclared_variable* undeclared*"])
     row = summary_rows(result)["test_broken.py::test_broken::broken"]
-    assert row[2] == "failed" and row[8] == "compile:2"
+    assert row[2] == "failed" and row[8] == "compile:2" and row[6] == "2/2"
     result.stdout.fnmatch_lines(["  test_broken.py::test_broken::broken compile x2, first at UNROLL=1: "
                                  "broken.c:2:14: error: *undeclared_variable* undeclared*"])
     (report,) = json.loads((project.path / "report.json").read_text())["kernels"]

@@ -578,7 +578,8 @@ def _atomic_write(path: Path, text: str) -> None:
     _fsync_directory(path.parent)
 
 
-def _ensure_directory(directory: Path) -> None:
+def ensure_lock_directory(directory: Path) -> None:
+    """Create the lock directory, with a ``.gitignore`` for the write-lock files, if it does not exist."""
     if directory.is_dir():
         return
     directory.mkdir(parents=True, exist_ok=True)
@@ -622,7 +623,7 @@ def merge_entries(
         new_entries[key] = normalize_entry(entry, key, path)
     device_data = _normalize_device(device, path)
 
-    _ensure_directory(path.parent)
+    ensure_lock_directory(path.parent)
     lock_path = str(path) + ".lock"
     lock = filelock.FileLock(lock_path, timeout=timeout)
     try:

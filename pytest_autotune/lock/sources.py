@@ -16,6 +16,8 @@ import tempfile
 from pathlib import Path
 from typing import Iterable
 
+from .lockfile import ensure_lock_directory
+
 SOURCES_DIR = "sources"
 
 
@@ -32,7 +34,8 @@ def store_source(lockdir: str | os.PathLike[str], code: str, suffix: str) -> str
     path = Path(lockdir) / name
     if path.exists():
         return name
-    path.parent.mkdir(parents=True, exist_ok=True)
+    ensure_lock_directory(Path(lockdir))
+    path.parent.mkdir(exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
