@@ -64,15 +64,16 @@ class Autotune:
                verify: Callable[..., Any] | None = None, grid_div_x: Any = None, grid_div_y: Any = None,
                grid_div_z: Any = None, block_size_names: Sequence[str] | None = None,
                compiler_options: Sequence[str] = (), shared_mem: Any = None, runner: str | None = None,
-               lang: str | None = None, name: str | None = None, **runner_options: Any) -> KernelResult:
-        """Tune or gate a source kernel (CUDA via cupy/pycuda, C/C++ via the C runner)."""
+               lang: str | None = None, name: str | None = None, check: str | None = None,
+               **runner_options: Any) -> KernelResult:
+        """Tune or gate a source kernel (CUDA via cupy/pycuda, OpenCL via opencl, C/C++ via the C runner)."""
         from .runners.kernel import KernelSpec
 
         spec_kwargs: dict[str, Any] = dict(source=source, kernel_name=kernel_name, problem_size=problem_size,
                                            args=args, grid_div_x=grid_div_x, grid_div_y=grid_div_y,
                                            grid_div_z=grid_div_z, compiler_options=compiler_options,
                                            shared_mem=shared_mem, expected=expected, atol=atol, rtol=rtol,
-                                           verify=verify, lang=lang)
+                                           verify=verify, lang=lang, check=check)
         if block_size_names is not None:
             spec_kwargs["block_size_names"] = block_size_names
         spec = KernelSpec(**spec_kwargs)

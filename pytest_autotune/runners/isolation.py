@@ -147,6 +147,8 @@ _PRELOAD = [
     "pytest_autotune.runners.callable_runner",
     "pytest_autotune.runners.cupy_runner",  # imports cupy only when a runner is built
     "pytest_autotune.runners.pycuda_runner",
+    "pytest_autotune.runners.opencl_runner",  # imports pyopencl only when a runner is built
+    "pytest_autotune.runners.oclgrind",
 ]
 _preload_set = False
 
