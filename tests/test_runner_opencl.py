@@ -246,3 +246,28 @@ def test_in_process_runner(pocl) -> None:
     spec, _ = scale2d_spec(nx=64, ny=64)
     with make_runner(spec, measure=FAST, isolate=False) as runner:
         assert runner.evaluate({"block_size_x": 16, "block_size_y": 2, "TILE_Y": 2}).ok
+
+
+# The first run spins (about a second on a CPU); later runs find the flag set and return at once.
+SLOW_FIRST_RUN = r"""
+__kernel void slow_first(__global float *out, __global int *flag) {
+    const int i = get_global_id(0);
+    float x = 1.0f;
+    if (flag[0] == 0 && i == 0)
+        for (int k = 0; k < SPIN; k++) x = x * 0.999999f + 1e-7f;
+    barrier(CLK_GLOBAL_MEM_FENCE);
+    if (i == 0) flag[0] = 1;
+    out[i] = x > 0.0f ? 1.0f : 0.0f;
+}
+"""
+
+
+def test_first_launch_gets_the_compile_time_out_not_the_watchdog(pocl) -> None:
+    """PoCL compiles a work-group size's code inside its first launch: that launch must not be a TIMEOUT."""
+    out, flag = np.zeros(64, np.float32), np.zeros(1, np.int32)
+    spec = KernelSpec(SLOW_FIRST_RUN, "slow_first", 64, [out, flag], expected=[np.ones(64, np.float32), None])
+    measure = MeasureOptions(warmup=0, min_iterations=3, max_iterations=3, watchdog_s=0.2, compile_timeout_s=60)
+    with make_runner(spec, measure=measure) as runner:
+        m = runner.evaluate({"block_size_x": 64, "SPIN": 400_000_000})
+    assert m.ok, m.detail
+    assert m.timings["verify_s"] > 0.2  # the first launch really outlasted the watchdog

@@ -41,7 +41,7 @@ CUDA_ALIASES = {
     "compute_units": "sm_count",
     "global_mem_cache_size": "l2_cache_size",
 }
-_OPENCL_CONSTANT_KEYS = (
+CONSTANT_NAMES = (
     "max_work_group_size",
     "max_work_item_size_x",
     "max_work_item_size_y",
@@ -200,7 +200,7 @@ def detect_opencl_device(cl: Any, device: Any) -> DeviceInfo:
 def opencl_constants(info: DeviceInfo) -> dict[str, Any]:
     """Restriction constants: the OpenCL names plus the CUDA runner's names for the same limits."""
     props = info.properties
-    constants = {k: props[k] for k in _OPENCL_CONSTANT_KEYS if k in props}
+    constants = {k: props[k] for k in CONSTANT_NAMES if k in props}
     for name, alias in CUDA_ALIASES.items():
         if name in props:
             constants[alias] = props[name]

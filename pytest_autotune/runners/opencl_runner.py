@@ -279,7 +279,10 @@ class OpenCLExecutor(CompiledKernelExecutor):
             raise opencl_failure(self.cl, exc, "run") from None
 
     def run_once(self, kernel: Any, geometry: Geometry) -> None:
+        """The verification run: the first launch of a work-group size, which PoCL compiles for first."""
+        self.heartbeat("jit")
         self._wait(self._enqueue(kernel, geometry))
+        self.heartbeat("run")
 
     def timed_run(self, kernel: Any, geometry: Geometry) -> float:
         event = self._enqueue(kernel, geometry)
