@@ -173,7 +173,8 @@ def detect_opencl_device(cl: Any, device: Any) -> DeviceInfo:
         "platform": device.platform.name.strip(),
         "vendor": device.vendor.strip(),
         "device_name": device.name.strip(),
-        "device_type": cl.device_type.to_string(device.type),
+        "device_type": " | ".join(t for t in ("GPU", "ACCELERATOR", "CPU", "CUSTOM")
+                                  if device.type & getattr(cl.device_type, t, 0)) or str(device.type),
         "max_work_group_size": int(device.max_work_group_size),
         "max_work_item_sizes": sizes,
         "max_work_item_size_x": sizes[0], "max_work_item_size_y": sizes[1], "max_work_item_size_z": sizes[2],
