@@ -8,28 +8,13 @@ import json
 from pathlib import Path
 
 import pytest
-from opencl_support import oclgrind  # noqa: F401  (fixture)
+from opencl_support import PAIRS_CL, oclgrind  # noqa: F401  (fixture)
 
 # As in test_plugin_e2e: keep one copy of these modules across the inner sessions pytester runs.
 for _name in ("multiprocessing.heap", "multiprocessing.sharedctypes", "multiprocessing.forkserver",
               "multiprocessing.popen_forkserver", "pytest_autotune.runners.opencl_runner",
               "pytest_autotune.runners.oclgrind", "scipy.stats"):
     importlib.import_module(_name)
-
-# Pairs of work-items share their left element through local memory. The barrier is skipped for
-# work-groups of at most 16 items (a "SIMD width" shortcut): those race, the wider ones do not.
-# Group sizes are even, so pairs never straddle groups and the expected output is the same for all.
-PAIRS_CL = r"""
-__kernel void pairs(__global float *out, __global const float *in) {
-    __local float tile[block_size_x];
-    const int lid = get_local_id(0), gid = get_global_id(0);
-    tile[lid] = in[gid];
-#if block_size_x > 16
-    barrier(CLK_LOCAL_MEM_FENCE);
-#endif
-    out[gid] = 0.5f * (tile[lid] + tile[lid - lid % 2]);
-}
-"""
 
 PAIRS_TEST = '''
 import numpy as np
@@ -38,7 +23,8 @@ import pytest
 N = 4096
 
 
-@pytest.mark.tune(params={"block_size_x": [2, 4, 8, 16, 32, 64]}, strategy="brute_force", tolerance=1.0,
+# microsecond kernels on a shared CPU: the tolerance keeps this about the plumbing, not the noise
+@pytest.mark.tune(params={"block_size_x": [2, 4, 8, 16, 32, 64]}, strategy="brute_force", tolerance=5.0,
                   measure={"warmup": 0, "min_iterations": 5, "max_iterations": 5})
 def test_pairs(autotune):
     a = np.linspace(0, 1, N, dtype=np.float32)

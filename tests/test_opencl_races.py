@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from opencl_support import oclgrind  # noqa: F401  (fixture)
+from opencl_support import PAIRS_CL, RACING_SIZES, SAFE_SIZES, oclgrind, pairs_expected  # noqa: F401
 
 from pytest_autotune.measure import MeasureOptions
 from pytest_autotune.results import FailureKind
@@ -13,23 +13,6 @@ from pytest_autotune.runners.oclgrind import parse_log
 from pytest_autotune.tuner import tune
 
 FAST = MeasureOptions(warmup=0, min_iterations=3, max_iterations=3, watchdog_s=20.0)
-
-# A "SIMD-width" shortcut: the barrier is skipped when the work-group is at most SKIP_BARRIER_UP_TO
-# items wide. Each item reads its left neighbour's element, so groups of 2..16 race; a group of
-# 1 reads only its own element, and wider groups keep the barrier. On a CPU device the items of a
-# group run in order, so the racing configurations still give the right answer there.
-SMOOTH = r"""
-__kernel void smooth(__global float *out, __global const float *in) {
-    __local float tile[block_size_x];
-    const int lid = get_local_id(0), gid = get_global_id(0);
-    tile[lid] = in[gid];
-#if block_size_x > SKIP_BARRIER_UP_TO
-    barrier(CLK_LOCAL_MEM_FENCE);
-#endif
-    const float left = lid > 0 ? tile[lid - 1] : tile[lid];
-    out[gid] = 0.5f * (tile[lid] + left);
-}
-"""
 
 # No bounds guard: the global size is rounded up to whole work-groups, so every work-group size
 # that does not divide n reads and writes past the end of the buffers.
@@ -41,42 +24,35 @@ __kernel void twice(__global float *out, __global const float *in) {
 """
 
 
-def smooth_expected(a: np.ndarray, block: int) -> np.ndarray:
-    groups = a.reshape(-1, block)
-    left = np.concatenate([groups[:, :1], groups[:, :-1]], axis=1)
-    return (0.5 * (groups + left)).reshape(-1).astype(np.float32)
-
-
-def smooth_spec(check: str | None, n: int = 1024) -> KernelSpec:
+def pairs_spec(check: str | None, n: int = 1024) -> KernelSpec:
     a = np.random.default_rng(0).random(n, dtype=np.float32)
-
-    def verify(expected, outputs):  # the expected output depends on the group size: checked per config below
-        return bool(np.isfinite(outputs[0]).all())
-
-    return KernelSpec(SMOOTH, "smooth", n, [np.zeros_like(a), a], verify=verify, check=check,
-                      compiler_options=["-DSKIP_BARRIER_UP_TO=16"])
+    return KernelSpec(PAIRS_CL, "pairs", n, [np.zeros_like(a), a], expected=[pairs_expected(a), None], check=check)
 
 
 def test_racing_work_group_sizes_fail_the_others_tune(oclgrind) -> None:
-    sizes = [1, 2, 4, 8, 16, 32, 64]
-    with make_runner(smooth_spec("races"), measure=FAST) as runner:
-        result = tune(runner, params={"block_size_x": sizes}, strategy="brute_force")
-    outcomes = {r.params["block_size_x"]: r.measurement for r in result.history.records}
-    for bs in (2, 4, 8, 16):
+    sizes = [*RACING_SIZES, *SAFE_SIZES]
+    with make_runner(pairs_spec(None), measure=FAST) as runner:
+        unchecked = tune(runner, params={"block_size_x": sizes}, strategy="brute_force")
+    with make_runner(pairs_spec("races"), measure=FAST) as runner:
+        checked = tune(runner, params={"block_size_x": sizes}, strategy="brute_force")
+    # On the CPU the racing configurations verify: without the check they are ordinary candidates.
+    assert unchecked.failures == {}
+    outcomes = {r.params["block_size_x"]: r.measurement for r in checked.history.records}
+    for bs in RACING_SIZES:
         m = outcomes[bs]
         assert m.failure is FailureKind.RACE and m.value is None and not m.samples  # never timed
         assert m.detail.startswith("Oclgrind: Read-write data race at local memory")
         assert "at kernel.cl:9:" in m.detail  # the neighbour read, numbered as in the user's source
-        assert "const float left = lid > 0 ? tile[lid - 1] : tile[lid];" in m.detail  # and its text
+        assert "out[gid] = 0.5f * (tile[lid] + tile[lid - lid % 2]);" in m.detail  # and its text
         assert "tile[lid] = in[gid];" in m.detail  # the other side of the race
-    for bs in (1, 32, 64):
-        m = outcomes[bs]
-        assert m.ok and len(m.samples) == 3 and m.timings["check_s"] > 0
-    assert result.failures == {"race": 4}
-    winner = result.params["block_size_x"]
-    assert winner in (1, 32, 64)
-    np.testing.assert_allclose(result.outputs[0], smooth_expected(smooth_spec(None).args[1], winner), rtol=1e-6)
-    print("\nrace check:", {bs: (str(m.failure) if m.failure else f"{m.value:.4f} ms") for bs, m in outcomes.items()})
+    for bs in SAFE_SIZES:
+        assert outcomes[bs].ok and len(outcomes[bs].samples) == 3 and outcomes[bs].timings["check_s"] > 0
+    assert checked.failures == {"race": len(RACING_SIZES)}
+    assert checked.params["block_size_x"] in SAFE_SIZES
+    np.testing.assert_allclose(checked.outputs[0], pairs_spec(None).expected[0])
+    print("\nwithout the check:", {r.params["block_size_x"]: f"{r.value:.4f} ms" for r in unchecked.history.records})
+    print("with check='races':", {bs: (str(m.failure) if m.failure else f"{m.value:.4f} ms")
+                                  for bs, m in outcomes.items()})
     print(outcomes[8].detail)
 
 
@@ -95,7 +71,7 @@ def test_out_of_bounds_work_group_sizes_fail(oclgrind) -> None:
 
 
 def test_memory_check_does_not_look_for_races(oclgrind) -> None:
-    with make_runner(smooth_spec("memory"), measure=FAST) as runner:
+    with make_runner(pairs_spec("memory"), measure=FAST) as runner:
         assert runner.evaluate({"block_size_x": 8}).ok
 
 
@@ -117,6 +93,6 @@ def test_parse_log_classifies_and_restores_the_users_line() -> None:
 
 def test_check_is_part_of_the_gate_too(oclgrind) -> None:
     """The gate re-runs the locked configuration through evaluate: a racing lock is broken, not timed."""
-    with make_runner(smooth_spec("races"), measure=FAST) as runner:
+    with make_runner(pairs_spec("races"), measure=FAST) as runner:
         assert runner.evaluate({"block_size_x": 16}).failure is FailureKind.RACE
         assert runner.evaluate({"block_size_x": 64}).ok  # the checker worker restarted after the race
