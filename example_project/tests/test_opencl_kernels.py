@@ -17,9 +17,9 @@ N = 128
         "(block_size_y * tile_size_y * TILE_K + TILE_K * block_size_x * tile_size_x) * 4 <= local_mem_size",
         f"{N} % (block_size_x * tile_size_x) == 0 and {N} % (block_size_y * tile_size_y) == 0",
     ],
-    # The README's first command tunes this too: PoCL compiles each configuration (about a second on
-    # the CPU, most of it inside the first launch), so a small budget keeps that command quick.
-    budget=8,
+    # The README's first command tunes this too: PoCL compiles each configuration (one to a few
+    # seconds on the CPU, most of it inside the first launch), so a small budget keeps it quick.
+    budget=6,
 )
 def test_opencl_tiled_matmul(autotune):
     a = rng(1).random((N, N), dtype=np.float32)
