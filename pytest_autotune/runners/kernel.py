@@ -3,8 +3,9 @@
 Everything a runner needs to reproduce one configuration exactly is a pure
 function of ``(spec, params)``: :func:`render_source` (the compiled text),
 :func:`instantiated_name` (the kernel symbol, templates substituted) and
-:func:`launch_geometry` (grid, block, dynamic shared memory). Runners never
-invent anything else, so a lockfile entry can be replayed byte for byte.
+:func:`launch_geometry` (grid, block, dynamic shared memory; :func:`ndrange`
+turns it into OpenCL's global and local sizes). Runners never invent anything
+else, so a lockfile entry can be replayed byte for byte.
 
 Expressions in ``grid_div_*``, ``block_size_names``, ``problem_size`` and
 ``shared_mem`` are parsed with :mod:`ast` and evaluated over a whitelist
@@ -184,7 +185,8 @@ class KernelSpec:
 
     ``source`` is a file path (``.cu``, ``.c``, ``.cpp``...) or the source text.
     ``args`` are numpy arrays and numpy scalars in kernel order (numpy scalars,
-    not Python numbers, so the C type is never guessed). ``grid_div_x/y/z``
+    not Python numbers, so the C type is never guessed), and for OpenCL
+    :class:`LocalMemory` for a ``__local`` pointer. ``grid_div_x/y/z``
     list parameter names or expressions the problem size is divided by
     (rounding up); ``None`` means "the matching block-size parameter if it is
     tunable". ``expected`` is aligned with ``args`` (``None`` skips one);
