@@ -271,3 +271,22 @@ def test_first_launch_gets_the_compile_time_out_not_the_watchdog(pocl) -> None:
         m = runner.evaluate({"block_size_x": 64, "SPIN": 400_000_000})
     assert m.ok, m.detail
     assert m.timings["verify_s"] > 0.2  # the first launch really outlasted the watchdog
+
+
+HANGS = r"""
+__kernel void hangs(__global float *out, __global const float *in) {
+    const int i = get_global_id(0);
+    volatile int spin = 1;
+    while (HANG && spin) { }
+    out[i] = in[i];
+}
+"""
+
+
+def test_a_hanging_kernel_is_a_timeout_and_the_worker_is_replaced(pocl) -> None:
+    measure = MeasureOptions(warmup=0, min_iterations=3, max_iterations=3, watchdog_s=1.0, compile_timeout_s=3.0)
+    with make_runner(copy_spec(HANGS, "hangs"), measure=measure) as runner:
+        hung = runner.evaluate({"HANG": 1, "block_size_x": 64})
+        assert hung.failure is FailureKind.TIMEOUT and "while in phase 'jit'" in hung.detail
+        assert runner.evaluate({"HANG": 0, "block_size_x": 64}).ok
+        assert runner.worker_starts == 2
