@@ -3,7 +3,6 @@ out-of-bounds configurations are failures with Oclgrind's message and the user's
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from opencl_support import PAIRS_CL, RACING_SIZES, SAFE_SIZES, oclgrind, pairs_expected  # noqa: F401
 
 from pytest_autotune.measure import MeasureOptions

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from opencl_support import oclgrind, pocl  # noqa: F401  (fixtures)
+from opencl_support import pocl  # noqa: F401  (fixture)
 
 from pytest_autotune.measure import MeasureOptions
 from pytest_autotune.results import FailureKind

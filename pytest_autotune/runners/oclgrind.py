@@ -38,7 +38,7 @@ from ..measure import MeasureOptions
 from ..results import FailureKind, Measurement
 from .device import DeviceInfo
 from .errors import BackendUnavailable, InvalidConfiguration
-from .executor import CompileFailed, Executor, check_launch_limits
+from .executor import CompileFailed, Executor, RunFailure, check_launch_limits
 from .isolation import ExecutorRecipe, IsolatedExecutor
 from .kernel import KernelSpec, instantiated_name, launch_geometry, ndrange, render_source
 from .opencl_device import detect_opencl_device, is_simulator, list_devices
@@ -181,30 +181,13 @@ class OclgrindExecutor(Executor):
         self.runs += 1
         log = self.log_dir / f"run-{os.getpid()}-{self.runs}.log"
         os.environ["OCLGRIND_LOG"] = str(log)  # read when the context below is created
-        cl = self.cl
         self.heartbeat("compile")
-        context = cl.Context([self.cl_device])
-        queue = cl.CommandQueue(context)
-        args = DeviceBuffers(cl, context, queue, self.spec)
         try:
-            try:
-                _, kernel = build_kernel(cl, context, source, name, self.options)
-                set_kernel_args(cl, kernel, args.values, sizes)
-            except CompileFailed as exc:
-                return failed(FailureKind.COMPILE, f"under Oclgrind: {exc.log}")
-            self.heartbeat("run")
-            global_size, local_size = ndrange(geometry)
-            stage = "launch"
-            try:
-                event = cl.enqueue_nd_range_kernel(queue, kernel, global_size, local_size)
-                stage = "run"
-                event.wait()
-            except Exception as exc:
-                failure = opencl_failure(cl, exc, stage)
-                return failed(failure.kind, f"under Oclgrind: {failure.detail}")
+            stopped = self._simulate(geometry, sizes, source, name)
         finally:
-            args.release()
             self.heartbeat("idle")
+        if stopped is not None:
+            return failed(stopped.kind, f"under Oclgrind: {stopped.detail}")
         findings = parse_log(log.read_text(errors="replace") if log.exists() else "", self.source_name, self.spec.code)
         log.unlink(missing_ok=True)
         if findings:
@@ -212,6 +195,34 @@ class OclgrindExecutor(Executor):
             return failed(findings[0].kind, describe(findings))
         return Measurement(params=params, value=perf_counter() - start, timings={"check_s": perf_counter() - start},
                            extra={"check": self.check})
+
+
+    def _simulate(self, geometry: Any, sizes: Mapping[int, int], source: str, name: str) -> RunFailure | None:
+        """Build and run once on the simulator: what stopped it, or None (its findings are in the log)."""
+        cl = self.cl
+        try:
+            context = cl.Context([self.cl_device])
+            args = DeviceBuffers(cl, context, cl.CommandQueue(context), self.spec)
+        except cl.Error as exc:
+            return RunFailure(FailureKind.RUNTIME, f"cannot set up the problem on the simulator: {exc}")
+        try:
+            try:
+                _, kernel = build_kernel(cl, context, source, name, self.options)
+                set_kernel_args(cl, kernel, args.values, sizes)
+            except CompileFailed as exc:
+                return RunFailure(FailureKind.COMPILE, exc.log)
+            self.heartbeat("run")
+            global_size, local_size = ndrange(geometry)
+            stage = "launch"
+            try:
+                event = cl.enqueue_nd_range_kernel(args.queue, kernel, global_size, local_size)
+                stage = "run"
+                event.wait()
+            except Exception as exc:
+                return opencl_failure(cl, exc, stage)
+            return None
+        finally:
+            args.release()
 
 
 class OclgrindCheck:
