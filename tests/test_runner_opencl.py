@@ -123,6 +123,16 @@ def test_device_model_names_platform_vendor_and_device() -> None:
         "Portable Computing Language: pthread-AMD EPYC 7B13"
 
 
+def test_warp_size_comes_from_the_vendor_extension_only() -> None:
+    from pytest_autotune.runners.opencl_device import _warp_size
+
+    cl = SimpleNamespace(Error=RuntimeError)
+    nvidia = SimpleNamespace(extensions="cl_khr_fp64 cl_nv_device_attribute_query", warp_size_nv=32)
+    amd = SimpleNamespace(extensions="cl_amd_device_attribute_query cl_khr_fp16", wavefront_width_amd=64)
+    other = SimpleNamespace(extensions="cl_khr_fp64", warp_size_nv=32)  # the attribute alone proves nothing
+    assert (_warp_size(cl, nvidia), _warp_size(cl, amd), _warp_size(cl, other)) == (32, 64, None)
+
+
 def test_device_identity_slug_and_restriction_constants(pocl) -> None:
     spec, _ = scale2d_spec()
     with make_runner(spec, measure=FAST) as runner:
