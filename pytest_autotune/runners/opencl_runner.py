@@ -15,6 +15,9 @@ memory beyond the device's or the compiled kernel's limits is INVALID before
 the launch; an enqueue the runtime refuses (``INVALID_WORK_GROUP_SIZE``, for
 instance from ``reqd_work_group_size``, ``OUT_OF_RESOURCES``) is LAUNCH; an
 error while waiting for the kernel is RUNTIME and replaces the worker process.
+The first launch of a configuration (its verification run) is watched with
+``compile_timeout_s`` rather than ``watchdog_s``: PoCL, like drivers that JIT,
+compiles the code for a work-group size inside that launch.
 With ``check="races"`` or ``"memory"`` each configuration first runs once under
 Oclgrind (:mod:`.oclgrind`). pyopencl is imported only in the process that
 owns the device.
