@@ -88,8 +88,9 @@ class Autotune:
                verify: Callable[..., Any] | None = None, grid_div_x: Any = None, grid_div_y: Any = None,
                grid_div_z: Any = None, block_size_names: Sequence[str] | None = None,
                compiler_options: Sequence[str] = (), shared_mem: Any = None, runner: str | None = None,
-               lang: str | None = None, name: str | None = None, **runner_options: Any) -> KernelResult:
-        """Tune or gate a source kernel (CUDA via cupy/pycuda, C/C++ via the C runner)."""
+               lang: str | None = None, name: str | None = None, check: str | None = None,
+               **runner_options: Any) -> KernelResult:
+        """Tune or gate a source kernel (CUDA via cupy/pycuda, OpenCL via opencl, C/C++ via the C runner)."""
         __tracebackhide__ = True
         from .runners.kernel import KernelSpec, with_code
 
@@ -97,7 +98,7 @@ class Autotune:
                                            args=args, grid_div_x=grid_div_x, grid_div_y=grid_div_y,
                                            grid_div_z=grid_div_z, compiler_options=compiler_options,
                                            shared_mem=shared_mem, expected=expected, atol=atol, rtol=rtol,
-                                           verify=verify, lang=lang)
+                                           verify=verify, lang=lang, check=check)
         if block_size_names is not None:
             spec_kwargs["block_size_names"] = block_size_names
         try:
@@ -460,7 +461,7 @@ def _median(result: TuneResult, record: Any) -> float:
 
 
 CALLS_KEY = pytest.StashKey[int]()
-_LANG_SUFFIX = {"cuda": ".cu", "c": ".c", "c++": ".cpp"}
+_LANG_SUFFIX = {"cuda": ".cu", "c": ".c", "c++": ".cpp", "opencl": ".cl"}
 # The summary's status of a tuned kernel, by what happened to its lock entry (see retune.decide).
 TUNE_STATUS = {"first": "first lock", "new": "new winner", "kept": "kept lock", "refreshed": "kept lock",
                "updated": "kept lock"}

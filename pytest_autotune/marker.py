@@ -12,6 +12,7 @@ from typing import Any, Mapping, Sequence
 
 from .evaluator import Budget
 from .measure import MeasureOptions
+from .runners.opencl_device import CONSTANT_NAMES as OPENCL_CONSTANTS
 from .space import SearchSpace, SearchSpaceError, compile_restriction
 from .strategies import StrategyError, validate_strategy_spec
 
@@ -20,6 +21,7 @@ DEVICE_CONSTANTS = (
     "max_threads", "max_shared_memory_per_block", "max_shared_memory", "max_registers_per_block",
     "warp_size", "sm_count", "cpu_count", "l1_cache_size", "l2_cache_size", "l3_cache_size",
     "compute_capability", "max_block_dim_x", "max_block_dim_y", "max_block_dim_z",
+    *OPENCL_CONSTANTS,
 )
 OBJECTIVES = ("time",)
 MARKER_ARGS = ("params", "restrictions", "strategy", "budget", "objective", "tolerance", "seed", "constants",

@@ -79,7 +79,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--autotune-plots", default=None, metavar="DIR",
                     help="write a convergence plot per tuned kernel (needs matplotlib)")
     group.addoption("--autotune-devices", default=None, metavar="IDS",
-                    help="comma-separated GPU ids; pytest-xdist worker N uses id N modulo their count")
+                    help="comma-separated GPU ids (OpenCL: P:D or D); pytest-xdist worker N uses id N modulo their count")
     for name, (help_text, default) in INI_OPTIONS.items():
         parser.addini(name, help_text, default=default)
 
@@ -161,7 +161,9 @@ def pytest_configure(config: pytest.Config) -> None:
     worker = getattr(config, "workerinput", None)
     if worker is not None and options.devices:
         index = int(str(worker.get("workerid", "gw0")).lstrip("gw") or 0)
-        os.environ["CUDA_VISIBLE_DEVICES"] = options.devices[index % len(options.devices)]
+        chosen = options.devices[index % len(options.devices)]
+        os.environ["CUDA_VISIBLE_DEVICES"] = chosen
+        os.environ["PYTEST_AUTOTUNE_DEVICE"] = chosen  # read by the opencl runner (runners/opencl_device.py)
     state = SessionState(options)
 
     def write_line(line: str) -> None:

@@ -20,6 +20,8 @@ class FailureKind(str, enum.Enum):
     RUNTIME = "runtime"  # crashed while running (illegal address, trap, segfault)
     TIMEOUT = "timeout"  # exceeded the watchdog limit
     WRONG_OUTPUT = "wrong_output"  # ran, but the output differs from the reference
+    RACE = "race"  # a data race the checker (Oclgrind) found: the output may be right here, wrong elsewhere
+    OUT_OF_BOUNDS = "out_of_bounds"  # an access outside a buffer or array the checker found
 
     def __str__(self) -> str:  # pragma: no cover - trivial
         return self.value

@@ -1,6 +1,7 @@
 """The example project, run the way a user runs it: tune, then gate, in a subprocess.
 
-C kernels run on the CPU; the CUDA tests of the example skip themselves without a GPU.
+C kernels run on the CPU, the OpenCL kernel on PoCL's CPU device; the CUDA tests of the example
+skip themselves without a GPU.
 Runs on a copy, so the committed example lockfile is never touched.
 """
 from __future__ import annotations
@@ -12,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import opencl_support
 import pytest
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "example_project"
@@ -37,12 +39,20 @@ def test_tune_then_gate(example_copy: Path) -> None:
     tuned = _run(example_copy, "--autotune", "--autotune-report=report.json")
     assert tuned.returncode == 0, tuned.stdout[-4000:] + tuned.stderr[-2000:]
     assert "autotune summary" in tuned.stdout
-    lockfiles = list((example_copy / "autotune.lock").glob("*.json"))
+    lockfiles = list((example_copy / "autotune.lock").glob("cpu-*.json"))
     assert len(lockfiles) == 1, lockfiles
     entries = json.loads(lockfiles[0].read_text())["entries"]
     assert {"tests/test_cpu_kernels.py::test_blocked_matmul::matmul",
             "tests/test_cpu_kernels.py::test_stencil_square_and_wide::stencil_square",
             "tests/test_cpu_kernels.py::test_stencil_square_and_wide::stencil_wide"} <= set(entries)
+    # the OpenCL kernel, on PoCL's CPU device: a lockfile of its own (another compiler, other timings)
+    kernels = ["test_cpu_kernels.py::test_blocked_matmul::matmul", "stencil_square", "stencil_wide"]
+    if "Portable Computing Language" in opencl_support.platforms():
+        opencl_locks = list((example_copy / "autotune.lock").glob("opencl-*.json"))
+        assert len(opencl_locks) == 1, opencl_locks
+        assert set(json.loads(opencl_locks[0].read_text())["entries"]) == {
+            "tests/test_opencl_kernels.py::test_opencl_tiled_matmul::matmul"}
+        kernels.append("test_opencl_kernels.py::test_opencl_tiled_matmul::matmul")
     report = json.loads((example_copy / "report.json").read_text())
     assert {r["status"] for r in report["kernels"]} == {"first lock"}
 
@@ -52,8 +62,8 @@ def test_tune_then_gate(example_copy: Path) -> None:
     assert gated.returncode == 0, gated.stdout[-4000:] + gated.stderr[-2000:]
     assert "autotune summary" in gated.stdout
     table = gated.stdout.split("autotune summary", 1)[1]
-    for kernel in ("matmul", "stencil_square", "stencil_wide"):
-        line = next(l for l in table.splitlines() if l.split() and l.split()[0].endswith("::" + kernel))
+    for kernel in kernels:
+        line = next(l for l in table.splitlines() if l.split() and l.split()[0].endswith(kernel))
         assert " gate " in line and (" pass " in line or " faster " in line), line
 
 

@@ -265,7 +265,7 @@ def test_runner_selection_and_errors(cache, tmp_path):
     assert infer_runner(vadd_spec()) == "c"
     assert infer_runner(lambda params: None) == "callable"
     with pytest.raises(SpecError, match="unknown runner"):
-        make_runner(vadd_spec(), runner="opencl")
+        make_runner(vadd_spec(), runner="no-such-runner")
     cuda = KernelSpec("__global__ void k(float *x) { }", "k", 4, [np.zeros(4, np.float32)])
     with pytest.raises(SpecError, match="C or C\\+\\+"):
         make_runner(cuda, runner="c", cache_dir=cache)

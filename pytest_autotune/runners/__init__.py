@@ -3,8 +3,8 @@
 ``make_runner(spec, runner=None, **options)`` is the one entry point the
 tuner and the plugin use. ``RUNNERS`` maps a name to a factory
 ``factory(spec, **options) -> Runner``; other runners (``replay``) join with
-:func:`register_runner`. Backend libraries (cupy, pycuda) are imported only
-inside the process that owns the device.
+:func:`register_runner`. Backend libraries (cupy, pycuda, pyopencl) are
+imported only inside the process that owns the device.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from .base import Runner
 from .errors import BackendUnavailable, InvalidConfiguration, SpecError
-from .kernel import KernelSpec, instantiated_name, launch_geometry, render_source
+from .kernel import KernelSpec, LocalMemory, instantiated_name, launch_geometry, render_source
 
 RunnerFactory = Callable[..., Runner]
 
@@ -43,6 +43,7 @@ RUNNERS: dict[str, RunnerFactory] = {
     "cupy": _lazy("cupy_runner", "CupyRunner"),
     "pycuda": _lazy("pycuda_runner", "PycudaRunner"),
     "c": _lazy("c_runner", "CRunner"),
+    "opencl": _lazy("opencl_runner", "OpenCLRunner"),
     "callable": _make_callable,
     "replay": _lazy("replay", "ReplayRunner"),  # make_runner(path, runner="replay", noise=..., seed=...)
 }
@@ -70,11 +71,13 @@ def backend_available(name: str) -> bool:
         return _has_module("pycuda") and shutil.which("nvcc") is not None
     if name == "c":
         return shutil.which("gcc") is not None or shutil.which("cc") is not None
+    if name == "opencl":
+        return _has_module("pyopencl")
     return name in RUNNERS
 
 
 def infer_runner(spec: Any) -> str:
-    """Runner name for a spec: CUDA -> cupy (else pycuda), C/C++ -> c, a callable -> callable."""
+    """Runner name for a spec: CUDA -> cupy (else pycuda), OpenCL -> opencl, C/C++ -> c, a callable -> callable."""
     if not isinstance(spec, KernelSpec):
         if callable(spec):
             return "callable"
@@ -87,7 +90,22 @@ def infer_runner(spec: Any) -> str:
             "this kernel is CUDA, but neither CuPy nor PyCUDA (with nvcc) is installed: "
             "pip install cupy-cuda12x (or pycuda)"
         )
+    if spec.lang == "opencl":
+        return "opencl"
     return "c"
+
+
+def _check_opencl_only(spec: Any, name: str) -> None:
+    """``check=`` and ``LocalMemory`` arguments mean something to the opencl runner alone."""
+    if name == "opencl" or not isinstance(spec, KernelSpec):
+        return
+    if spec.check is not None:
+        raise SpecError(f"check={spec.check!r} runs the kernel under Oclgrind, which only the opencl runner "
+                        f"can do; the {name!r} runner cannot")
+    for i, arg in enumerate(spec.args):
+        if isinstance(arg, LocalMemory):
+            raise SpecError(f"argument {i} is LocalMemory, an OpenCL __local argument; the {name!r} runner "
+                            "has no such thing (CUDA: shared_mem=)")
 
 
 def make_runner(spec: Any, runner: str | None = None, **options: Any) -> Runner:
@@ -104,8 +122,9 @@ def make_runner(spec: Any, runner: str | None = None, **options: Any) -> Runner:
         factory = RUNNERS[name]
     except KeyError:
         raise SpecError(f"unknown runner {name!r}; known: {', '.join(sorted(RUNNERS))}") from None
-    if runner is not None and name in ("cupy", "pycuda", "c") and not backend_available(name):
+    if runner is not None and name in ("cupy", "pycuda", "c", "opencl") and not backend_available(name):
         raise BackendUnavailable(f"runner {name!r} is not available here (library or compiler missing)")
+    _check_opencl_only(spec, name)
     return factory(spec, **options)
 
 
@@ -114,6 +133,7 @@ __all__ = [
     "BackendUnavailable",
     "InvalidConfiguration",
     "KernelSpec",
+    "LocalMemory",
     "Runner",
     "SpecError",
     "backend_available",

@@ -30,14 +30,20 @@ class DeviceInfo:
     """Identity and limits of the device a runner measures on."""
 
     model: str  # human name, e.g. "NVIDIA H100 80GB HBM3"
-    kind: str  # "cuda", "cpu", "replay", ...
+    kind: str  # "cuda", "cpu", "opencl", "replay", ...
     versions: dict[str, str] = field(default_factory=dict)  # driver, cuda, cupy, pycuda, compiler, ...
     properties: dict[str, Any] = field(default_factory=dict)  # compute capability, SMs, memory, limits
 
     @property
     def slug(self) -> str:
-        prefix = "cpu-" if self.kind == "cpu" and not slugify(self.model).startswith("cpu") else ""
-        return prefix + slugify(self.model)
+        """Lockfile name: the model's slug, prefixed by the kind for CPU and OpenCL devices.
+
+        An OpenCL device is a different lockfile from the same chip under the C
+        or CUDA runner: another compiler, other timings.
+        """
+        prefix = f"{self.kind}-" if self.kind in ("cpu", "opencl") else ""
+        model = slugify(self.model)
+        return model if not prefix or model.startswith(self.kind) else prefix + model
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)

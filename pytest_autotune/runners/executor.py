@@ -32,7 +32,10 @@ from .device import DeviceInfo
 from .errors import InvalidConfiguration, SpecError
 from .kernel import Geometry, KernelSpec, instantiated_name, launch_geometry, render_source
 
-PHASES = ("idle", "setup", "compile", "run")
+# "jit": a first launch during which the runtime may still be compiling (PoCL builds each work-group
+# size's code then); it gets the compile time-out, but a crash in it is the kernel's (RUNTIME).
+PHASES = ("idle", "setup", "compile", "run", "jit")
+SLOW_PHASES = ("compile", "jit")
 
 
 def _no_heartbeat(phase: str) -> None:

@@ -30,7 +30,8 @@ defined in the running script cannot be sent to it (see
   receives a :class:`~pytest_autotune.results.Measurement`.
 * A watchdog works from a heartbeat in shared memory: the worker bumps a
   counter after every launch and records its phase. No progress for
-  ``watchdog_s`` (``compile_timeout_s`` while compiling) is a TIMEOUT; the
+  ``watchdog_s`` (``compile_timeout_s`` while compiling, and in a first launch
+  that a runtime compiles for: phase "jit") is a TIMEOUT; the
   worker is killed and restarted lazily on the next evaluation.
 * A worker that dies (signal or exit) yields RUNTIME (COMPILE if it died
   while compiling) with the signal name in ``detail``; a worker whose
@@ -63,7 +64,7 @@ from ..results import FailureKind, Measurement
 from .device import DeviceInfo
 from .errors import BackendUnavailable, SpecError
 from ..verify import verify_outputs
-from .executor import Executor
+from .executor import SLOW_PHASES, Executor
 from .worker import HeartbeatBoard
 
 _POLL_SLICE_S = 0.05
@@ -306,7 +307,7 @@ class IsolatedExecutor:
         last_beat, last_change = board.beats, monotonic()
         while True:
             phase = board.phase
-            limit = self.measure.compile_timeout_s if phase == "compile" else self.measure.watchdog_s
+            limit = self.measure.compile_timeout_s if phase in SLOW_PHASES else self.measure.watchdog_s
             remaining = last_change + limit - monotonic()
             if remaining <= 0:
                 self._kill()

@@ -3,8 +3,9 @@
 Everything a runner needs to reproduce one configuration exactly is a pure
 function of ``(spec, params)``: :func:`render_source` (the compiled text),
 :func:`instantiated_name` (the kernel symbol, templates substituted) and
-:func:`launch_geometry` (grid, block, dynamic shared memory). Runners never
-invent anything else, so a lockfile entry can be replayed byte for byte.
+:func:`launch_geometry` (grid, block, dynamic shared memory; :func:`ndrange`
+turns it into OpenCL's global and local sizes). Runners never invent anything
+else, so a lockfile entry can be replayed byte for byte.
 
 Expressions in ``grid_div_*``, ``block_size_names``, ``problem_size`` and
 ``shared_mem`` are parsed with :mod:`ast` and evaluated over a whitelist
@@ -32,17 +33,21 @@ from .errors import InvalidConfiguration, SpecError
 Number = Union[int, float]
 Expr = Union[str, int]
 Geometry = tuple[tuple[int, int, int], tuple[int, int, int], int]
+Dim3 = tuple[int, int, int]
 
 _SUFFIX_LANG = {
     ".cu": "cuda", ".cuh": "cuda",
     ".c": "c", ".h": "c",
     ".cpp": "c++", ".cc": "c++", ".cxx": "c++", ".c++": "c++", ".hpp": "c++",
+    ".cl": "opencl",
 }
 _LANG_ALIASES = {
     "cuda": "cuda", "cu": "cuda",
     "c": "c",
     "c++": "c++", "cpp": "c++", "cxx": "c++", "cc": "c++",
+    "opencl": "opencl", "cl": "opencl",
 }
+CHECKS = ("races", "memory")  # KernelSpec.check: what Oclgrind looks for before a configuration is timed
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _KERNEL_NAME = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*(?:::[A-Za-z_][A-Za-z0-9_]*)*)\s*(<.*>)?\s*\Z", re.S)
 _IDENT_IN_TEXT = re.compile(r"\b[A-Za-z_][A-Za-z0-9_]*\b")
@@ -150,6 +155,28 @@ def _as_positive_int(value: Number, what: str) -> int:
     return int(value)
 
 
+@dataclass(frozen=True)
+class LocalMemory:
+    """A ``__local`` pointer argument of an OpenCL kernel: ``nbytes`` of work-group local memory.
+
+    ``nbytes`` is a number or an expression over the tunable parameters
+    (``"block_size_x * 4"``), evaluated per configuration, so the local
+    memory can follow the work-group size the way CUDA's dynamic shared
+    memory follows ``shared_mem``.
+    """
+
+    nbytes: Expr
+
+    def __post_init__(self) -> None:
+        if isinstance(self.nbytes, (bool, np.bool_)) or not isinstance(self.nbytes, (int, np.integer, str)):
+            raise SpecError(f"LocalMemory size must be an int or an expression string, got {self.nbytes!r}")
+        expr_names(self.nbytes)  # validate early
+
+    def size(self, params: Mapping[str, Any]) -> int:
+        """Bytes for ``params``; InvalidConfiguration when the expression is not a positive whole number."""
+        return _as_positive_int(eval_expr(self.nbytes, params), f"LocalMemory({self.nbytes!r})")
+
+
 # ----------------------------------------------------------------------------
 # Specification
 # ----------------------------------------------------------------------------
@@ -159,7 +186,8 @@ class KernelSpec:
 
     ``source`` is a file path (``.cu``, ``.c``, ``.cpp``...) or the source text.
     ``args`` are numpy arrays and numpy scalars in kernel order (numpy scalars,
-    not Python numbers, so the C type is never guessed). ``grid_div_x/y/z``
+    not Python numbers, so the C type is never guessed), and for OpenCL
+    :class:`LocalMemory` for a ``__local`` pointer. ``grid_div_x/y/z``
     list parameter names or expressions the problem size is divided by
     (rounding up); ``None`` means "the matching block-size parameter if it is
     tunable". ``expected`` is aligned with ``args`` (``None`` skips one);
@@ -183,6 +211,7 @@ class KernelSpec:
     rtol: float | None = None
     verify: Callable[[Sequence[Any] | None, Sequence[Any]], Any] | None = None
     lang: str | None = None
+    check: str | None = None
 
     code: str = field(init=False, repr=False)
     source_file: Path | None = field(init=False, default=None)
@@ -219,6 +248,8 @@ class KernelSpec:
             self.expected = _check_expected(self.args, self.expected)
         if self.verify is not None and not callable(self.verify):
             raise SpecError("verify must be a callable verify(expected, outputs) -> bool")
+        if self.check is not None and self.check not in CHECKS:
+            raise SpecError(f"check={self.check!r} is not a known check; use one of {', '.join(map(repr, CHECKS))}")
 
     # -- derived facts -------------------------------------------------------
     @property
@@ -248,6 +279,7 @@ class KernelSpec:
             "problem_size": list(self.problem_size),
             "args": [
                 {"shape": list(a.shape), "dtype": a.dtype.str} if isinstance(a, np.ndarray)
+                else {"local_memory": str(a.nbytes)} if isinstance(a, LocalMemory)
                 else {"scalar": np.asarray(a).dtype.str}
                 for a in self.args
             ],
@@ -300,13 +332,15 @@ def _infer_language(lang: str | None, path: Path | None, code: str, kernel_name:
         try:
             return _LANG_ALIASES[lang.lower()]
         except KeyError:
-            raise SpecError(f"unknown lang {lang!r}; use 'cuda', 'c' or 'c++'") from None
+            raise SpecError(f"unknown lang {lang!r}; use 'cuda', 'opencl', 'c' or 'c++'") from None
     if path is not None and path.suffix.lower() in _SUFFIX_LANG:
         if path.suffix.lower() in (".c", ".h") and "__global__" in code:
             return "cuda"
         return _SUFFIX_LANG[path.suffix.lower()]
     if "__global__" in code:
         return "cuda"
+    if re.search(r"\b__kernel\b", code):
+        return "opencl"
     if "<" in kernel_name or re.search(r"\b(template|namespace|extern\s+\"C\")", code):
         return "c++"
     return "c"
@@ -319,7 +353,7 @@ def _check_arg(i: int, arg: Any) -> Any:
         if arg.dtype.hasobject:
             raise SpecError(f"argument {i} is an object array; kernels need numeric dtypes")
         return np.ascontiguousarray(arg)
-    if isinstance(arg, np.generic):
+    if isinstance(arg, (np.generic, LocalMemory)):
         return arg
     if hasattr(arg, "__cuda_array_interface__"):
         raise SpecError(f"argument {i} is a device array; pass host numpy arrays, the runner allocates device buffers")
@@ -443,7 +477,7 @@ def render_source(spec: KernelSpec, params: Mapping[str, Any]) -> str:
 
 
 def _default_suffix(lang: str | None) -> str:
-    return {"cuda": ".cu", "c": ".c", "c++": ".cpp"}.get(lang or "", ".c")
+    return {"cuda": ".cu", "c": ".c", "c++": ".cpp", "opencl": ".cl"}.get(lang or "", ".c")
 
 
 def problem_dims(spec: KernelSpec, params: Mapping[str, Any]) -> tuple[int, int, int]:
@@ -498,3 +532,14 @@ def launch_geometry(spec: KernelSpec, params: Mapping[str, Any]) -> Geometry:
             raise InvalidConfiguration(f"shared memory size {value} is negative")
         smem = int(math.ceil(value))
     return tuple(grid), block_dims(spec, params), smem  # type: ignore[return-value]
+
+
+def ndrange(geometry: Geometry) -> tuple[Dim3, Dim3]:
+    """OpenCL's ``(global, local)`` work sizes for a launch geometry.
+
+    OpenCL counts work-items, not work-groups: global = grid * block on each
+    axis, so a kernel tuned with ``block_size_*`` and ``grid_div_*`` gets the
+    same decomposition on an OpenCL device as on a CUDA one.
+    """
+    grid, block, _ = geometry
+    return tuple(g * b for g, b in zip(grid, block)), tuple(block)  # type: ignore[return-value]

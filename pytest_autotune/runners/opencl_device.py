@@ -1,0 +1,216 @@
+"""OpenCL device choice, identity and limits (pyopencl is passed in, never imported here).
+
+Which device: an explicit ``device=`` runner option, else
+``$PYTEST_AUTOTUNE_DEVICE`` (set per pytest-xdist worker by
+``--autotune-devices``), else ``$PYOPENCL_CTX`` (PyOpenCL's own convention),
+else the first GPU, then accelerator, then CPU device in platform order. A
+selector is ``"P:D"`` (platform index, device index on it), ``"D"`` (index
+into the list of all devices, simulators excluded) or text matched against
+``"<platform> <device>"`` (case-insensitive). The Oclgrind simulator is never
+picked by default: it checks kernels (``check="races"``), it does not time them.
+
+Restriction constants: the OpenCL names (``max_work_group_size``,
+``max_work_item_size_x/y/z`` (``CL_DEVICE_MAX_WORK_ITEM_SIZES``, one name per
+axis because restrictions do not index), ``local_mem_size``,
+``compute_units``...) and the
+CUDA runner's names where the meaning is the same, so one restriction list
+serves both backends: ``max_threads`` = max work-group size,
+``max_block_dim_x/y/z`` = max work-item sizes, ``max_shared_memory_per_block``
+= ``max_shared_memory`` = local memory per work-group, ``sm_count`` = compute
+units, ``l2_cache_size`` = global memory cache size, and ``warp_size`` where the
+device reports one (NVIDIA's warp, AMD's wavefront).
+"""
+from __future__ import annotations
+
+import os
+import platform as _platform
+import re
+from typing import Any, Sequence
+
+from .device import DeviceInfo
+from .errors import BackendUnavailable, SpecError
+
+SIMULATOR_PLATFORMS = ("Oclgrind",)
+DEVICE_ENV = ("PYTEST_AUTOTUNE_DEVICE", "PYOPENCL_CTX")
+_SELECTOR = re.compile(r"\s*(\d+)\s*(?::\s*(\d+)\s*)?\Z")
+
+# OpenCL constant name -> the CUDA runner's name for the same limit
+CUDA_ALIASES = {
+    "max_work_group_size": "max_threads",
+    "local_mem_size": "max_shared_memory_per_block",
+    "compute_units": "sm_count",
+    "global_mem_cache_size": "l2_cache_size",
+}
+CONSTANT_NAMES = (
+    "max_work_group_size",
+    "max_work_item_size_x",
+    "max_work_item_size_y",
+    "max_work_item_size_z",
+    "local_mem_size",
+    "compute_units",
+    "global_mem_cache_size",
+    "global_mem_size",
+    "max_mem_alloc_size",
+    "warp_size",
+)
+# Vendor strings that say less than the device name already does.
+_VENDOR_SHORT = {"authenticamd": "AMD", "genuineintel": "Intel", "advanced micro devices, inc.": "AMD",
+                 "nvidia corporation": "NVIDIA", "intel(r) corporation": "Intel"}
+
+
+def is_simulator(device: Any) -> bool:
+    return device.platform.name.strip() in SIMULATOR_PLATFORMS
+
+
+def _type_rank(cl: Any, device: Any) -> int:
+    kinds = cl.device_type
+    for rank, kind in enumerate((kinds.GPU, kinds.ACCELERATOR, kinds.CPU)):
+        if device.type & kind:
+            return rank
+    return 3
+
+
+def list_devices(cl: Any) -> list[tuple[int, int, Any]]:
+    """Every device as ``(platform index, device index, device)``; an ICD loader without platforms yields []."""
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error:
+        return []  # PLATFORM_NOT_FOUND_KHR: no OpenCL runtime installed
+    found = []
+    for p, plat in enumerate(platforms):
+        try:
+            devices = plat.get_devices()
+        except cl.Error:
+            continue
+        found.extend((p, d, dev) for d, dev in enumerate(devices))
+    return found
+
+
+def selector_from_env() -> tuple[str, str] | None:
+    """``(variable, value)`` of the first device variable that is set, or None."""
+    for name in DEVICE_ENV:
+        value = os.environ.get(name, "").strip()
+        if value:
+            return name, value
+    return None
+
+
+def select_device(cl: Any, selector: str | int | None = None, *, where: str = "device") -> Any:
+    """The device ``selector`` names (see the module doc), or the default device.
+
+    Raises BackendUnavailable when there is no OpenCL device at all, and
+    SpecError naming ``where`` (the option or variable) for a selector that
+    matches nothing.
+    """
+    devices = list_devices(cl)
+    if not devices:
+        raise BackendUnavailable("no OpenCL platform or device found (pip install pocl-binary-distribution "
+                                 "gives a CPU device)")
+    if selector is None:
+        env = selector_from_env()
+        if env is not None:
+            where, selector = env
+    if selector is None:
+        usable = [entry for entry in devices if not is_simulator(entry[2])]
+        if not usable:
+            raise BackendUnavailable("only the Oclgrind simulator is installed; it checks kernels but does not "
+                                     "time them (pip install pocl-binary-distribution for a CPU device)")
+        return min(usable, key=lambda entry: _type_rank(cl, entry[2]))[2]
+    text = str(selector)
+    match = _SELECTOR.match(text)
+    if match and match.group(2) is not None:
+        p, d = int(match.group(1)), int(match.group(2))
+        chosen = [dev for pi, di, dev in devices if (pi, di) == (p, d)]
+    elif match:
+        real = [dev for _, _, dev in devices if not is_simulator(dev)]
+        index = int(match.group(1))
+        chosen = real[index:index + 1]
+    else:
+        needle = text.lower()
+        chosen = [dev for _, _, dev in devices if needle in f"{dev.platform.name} {dev.name}".lower()][:1]
+    if not chosen:
+        listing = "; ".join(device_names(devices))
+        raise SpecError(f"{where}={text!r} matches no OpenCL device; available: {listing}")
+    return chosen[0]
+
+
+def _vendor(device: Any) -> str:
+    vendor = device.vendor.strip()
+    return _VENDOR_SHORT.get(vendor.lower(), vendor)
+
+
+def device_model(device: Any) -> str:
+    """``"<platform>: [<vendor>] <device name>"``: the platform matters (its compiler sets the timings).
+
+    The vendor is left out when the device name already carries it
+    (``"NVIDIA GeForce RTX 3090"``, PoCL's ``"pthread-AMD EPYC 7B13"``).
+    """
+    name = " ".join(device.name.split())
+    vendor = _vendor(device)
+    words = set(re.split(r"[^a-z0-9]+", name.lower()))
+    prefix = "" if not vendor or vendor.split()[0].lower() in words else vendor + " "
+    return f"{' '.join(device.platform.name.split())}: {prefix}{name}"
+
+
+def _warp_size(cl: Any, device: Any) -> int | None:
+    """The SIMD width the vendor reports through its extension, if any (NVIDIA warp, AMD wavefront)."""
+    extensions = device.extensions.split()
+    try:
+        if "cl_nv_device_attribute_query" in extensions:
+            return int(device.warp_size_nv)
+        if "cl_amd_device_attribute_query" in extensions:
+            return int(device.wavefront_width_amd)
+    except (cl.Error, AttributeError):
+        pass
+    return None
+
+
+def detect_opencl_device(cl: Any, device: Any) -> DeviceInfo:
+    """Identity and limits of ``device``; ``properties`` hold every restriction constant."""
+    sizes = [int(s) for s in device.max_work_item_sizes]
+    sizes += [1] * (3 - len(sizes))
+    properties: dict[str, Any] = {
+        "platform": device.platform.name.strip(),
+        "vendor": device.vendor.strip(),
+        "device_name": device.name.strip(),
+        "device_type": " | ".join(t for t in ("GPU", "ACCELERATOR", "CPU", "CUSTOM")
+                                  if device.type & getattr(cl.device_type, t, 0)) or str(device.type),
+        "max_work_group_size": int(device.max_work_group_size),
+        "max_work_item_sizes": sizes,
+        "max_work_item_size_x": sizes[0], "max_work_item_size_y": sizes[1], "max_work_item_size_z": sizes[2],
+        "local_mem_size": int(device.local_mem_size),
+        "compute_units": int(device.max_compute_units),
+        "global_mem_cache_size": int(device.global_mem_cache_size),
+        "global_mem_size": int(device.global_mem_size),
+        "max_mem_alloc_size": int(device.max_mem_alloc_size),
+    }
+    warp = _warp_size(cl, device)
+    if warp:
+        properties["warp_size"] = warp
+    versions = {
+        "platform": device.platform.version.strip(),
+        "driver": device.driver_version.strip(),
+        "device": device.version.strip(),
+        "opencl_c": device.opencl_c_version.strip(),
+        "pyopencl": cl.VERSION_TEXT,
+        "python": _platform.python_version(),
+    }
+    return DeviceInfo(model=device_model(device), kind="opencl", versions=versions, properties=properties)
+
+
+def opencl_constants(info: DeviceInfo) -> dict[str, Any]:
+    """Restriction constants: the OpenCL names plus the CUDA runner's names for the same limits."""
+    props = info.properties
+    constants = {k: props[k] for k in CONSTANT_NAMES if k in props}
+    for name, alias in CUDA_ALIASES.items():
+        if name in props:
+            constants[alias] = props[name]
+    constants["max_shared_memory"] = props["local_mem_size"]
+    for axis, size in zip("xyz", props["max_work_item_sizes"]):
+        constants[f"max_block_dim_{axis}"] = size
+    return constants
+
+
+def device_names(devices: Sequence[tuple[int, int, Any]]) -> list[str]:
+    """``"P:D platform / device"`` for each device: what a selector can name."""
+    return [f"{p}:{d} {dev.platform.name.strip()} / {dev.name.strip()}" for p, d, dev in devices]
