@@ -19,7 +19,8 @@ from .strategies import StrategyError, validate_strategy_spec
 # Device limits runners hand to the space as constants (see runners.device).
 DEVICE_CONSTANTS = (
     "max_threads", "max_shared_memory_per_block", "max_shared_memory", "max_registers_per_block",
-    "warp_size", "sm_count", "cpu_count", "l1_cache_size", "l2_cache_size", "l3_cache_size",
+    "warp_size", "sm_count", "cpu_count", "l1d_cache", "l2_cache", "l3_cache",  # the C runner's cache sizes
+    "l1_cache_size", "l2_cache_size", "l3_cache_size",
     "compute_capability", "max_block_dim_x", "max_block_dim_y", "max_block_dim_z",
     *OPENCL_CONSTANTS,
 )

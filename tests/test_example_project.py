@@ -22,6 +22,7 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "example_project"
 def _run(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     env["PYTHONPATH"] = os.pathsep.join([str(cwd / "src"), env.get("PYTHONPATH", "")])
+    env["COLUMNS"] = "300"  # a wide terminal: the summary table keeps whole test ids
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:xdist", *args],
                           cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
 

@@ -63,6 +63,18 @@ def test_marker_restrictions_constants_and_device_limits() -> None:
         parse_marker((), {"params": {"X": [1, 2], "warp_size": [1]}, "restrictions": ["X > warp_size + 5"]}, DEFAULTS)
 
 
+def test_every_constant_a_runner_provides_is_known_to_the_marker() -> None:
+    """A restriction over a device limit must pass collection for every runner's own constant names."""
+    from pytest_autotune.marker import DEVICE_CONSTANTS
+    from pytest_autotune.runners.device import DeviceInfo, cpu_constants, detect_cpu_device
+
+    cpu = cpu_constants(detect_cpu_device())
+    assert cpu and set(cpu) <= set(DEVICE_CONSTANTS)
+    for name in cpu:
+        parse_marker((), {"params": {"X": [1, 2]}, "restrictions": [f"X * 4 <= {name}"]}, DEFAULTS)
+    assert cpu_constants(DeviceInfo(model="m", kind="cpu", properties={"l2_cache": 1})) == {"l2_cache": 1}
+
+
 @pytest.mark.parametrize("kwargs, argument, fragment", [
     ({"params": {"X": [1]}, "strategy": "nope"}, "strategy", "unknown strategy 'nope'"),
     ({"params": {"X": [1]}, "strategy": {"name": "random", "bogus": 1}}, "strategy", "bogus"),
