@@ -48,6 +48,10 @@ VADD = r"""
 extern "C" __global__ void vadd(float *c, const float *a, const float *b, int n) {
     extern __shared__ float scratch[];
     int i = blockIdx.x * block_size_x + threadIdx.x;
+#if STATIC_SMEM
+    __shared__ volatile char fixed[STATIC_SMEM];  /* static shared memory the launch must account for */
+    fixed[threadIdx.x % STATIC_SMEM] = 0;
+#endif
 #if MODE == 1
     if (i < n) c[i] = a[i] - b[i];                /* wrong output */
 #elif MODE == 2
@@ -96,6 +100,14 @@ class CUDADriverError(Exception):
         ("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: too many resources requested for launch", "launch",
          FailureKind.LAUNCH, False),
         ("CUDA_ERROR_INVALID_VALUE: invalid argument", "launch", FailureKind.LAUNCH, False),
+        # PyCUDA writes cuGetErrorString's text only (pycuda src/cpp/cuda.hpp, error::make_message)
+        ("cuLaunchKernel failed: invalid argument", "launch", FailureKind.LAUNCH, False),
+        ("cuLaunchKernel failed: too many resources requested for launch", "launch", FailureKind.LAUNCH, False),
+        ("cuLaunchKernel failed: too many blocks in cooperative launch", "launch", FailureKind.LAUNCH, False),
+        ("cuLaunchKernel failed: unspecified launch failure", "launch", FailureKind.RUNTIME, True),
+        ("cuCtxSynchronize failed: the launch timed out and was terminated", "run", FailureKind.RUNTIME, True),
+        ("cuCtxSynchronize failed: an illegal instruction was encountered", "run", FailureKind.RUNTIME, True),
+        ("cudaErrorIllegalAddress: an illegal memory access was encountered", "run", FailureKind.RUNTIME, True),
         ("something odd", "launch", FailureKind.LAUNCH, True),
         ("something odd", "run", FailureKind.RUNTIME, True),
     ],
@@ -124,9 +136,14 @@ def test_kernel_resource_limits():
         return check_kernel_resources(**args)
 
     assert check() is None
-    assert "registers per block" in check(registers_per_thread=255, threads=1024, kernel_max_threads=None)
-    assert "static" in check(static_smem=40 * 1024, dynamic_smem=9 * 1024)
+    assert "= 261120 registers exceed max_registers_per_block = 65536" in check(
+        registers_per_thread=255, threads=1024, kernel_max_threads=None)
+    assert "static + 9216 bytes dynamic shared memory exceed max_shared_memory_per_block" in check(
+        static_smem=40 * 1024, dynamic_smem=9 * 1024)
     assert "this kernel's limit" in check(threads=1024, registers_per_thread=32, kernel_max_threads=512)
+    limits = {**LIMITS, "max_shared_memory_per_block": 227 * 1024, "max_static_shared_memory_per_block": 48 * 1024}
+    assert "exceed max_static_shared_memory_per_block = 49152" in check(static_smem=49 * 1024, limits=limits)
+    assert check(static_smem=40 * 1024, dynamic_smem=100 * 1024, limits=limits) is None
 
 
 def test_mangled_patterns_and_symbol_lookup():
@@ -235,7 +252,7 @@ def test_invalid_configurations_are_rejected_before_compiling():
     assert over.failure is FailureKind.INVALID and "shared memory" in over.detail
     assert runner._impl.compiled == []
     regs = runner.evaluate({"block_size_x": 1024, "smem": 0, "MODE": 4})
-    assert regs.failure is FailureKind.INVALID and "registers" in regs.detail
+    assert regs.failure is FailureKind.RESOURCES and "max_registers_per_block" in regs.detail
     assert runner._impl.compiled == ["vadd"]  # register use is only known after compiling
     good = runner.evaluate({"block_size_x": 256, "smem": 1024, "MODE": 0})
     assert good.ok and good.extra["grid"] == [391, 1, 1] and good.extra["block"] == [256, 1, 1]
@@ -311,7 +328,7 @@ def test_cuda_runner_glue_on_a_fake_device(fake_backend, extern_c):
     threads = runner.evaluate({"block_size_x": 2048, "smem": 0, "MODE": 0})
     assert threads.failure is FailureKind.INVALID and "compile_s" not in threads.timings
     regs = runner.evaluate({"block_size_x": 1024, "smem": 0, "MODE": 4})
-    assert regs.failure is FailureKind.INVALID and "registers" in regs.detail
+    assert regs.failure is FailureKind.RESOURCES and "max_registers_per_block" in regs.detail
     assert len(state.launches) == launches  # nothing launched for invalid configurations
 
     broken = runner.evaluate({"block_size_x": 128, "smem": 0, "MODE": 2})
