@@ -65,6 +65,7 @@ class NvrtcResult:
     resources: KernelResources | None = None
     seconds: float = 0.0
     kernels: dict[str, KernelResources] = field(default_factory=dict)  # every kernel ptxas compiled
+    cubin: bytes | None = None  # only when asked for (keep_cubin=True)
 
 
 # -- availability ------------------------------------------------------------------------------------
@@ -191,7 +192,7 @@ def _program_log(nvrtc: Any, prog: Any) -> str:
 
 
 def compile_source(source: str, name_expression: str, options: Sequence[str], *, arch: int | str,
-                   filename: str = "kernel.cu") -> NvrtcResult:
+                   filename: str = "kernel.cu", keep_cubin: bool = False) -> NvrtcResult:
     """Compile ``source`` to a cubin for ``arch`` and look up ``name_expression``'s lowered name.
 
     ``options`` are passed as given, plus ``-Xptxas=-v``; an ``-arch`` in
@@ -223,16 +224,27 @@ def compile_source(source: str, name_expression: str, options: Sequence[str], *,
         err, lowered = nvrtc.nvrtcGetLoweredName(prog, name_expression.encode())
         _check(nvrtc, err, "nvrtcGetLoweredName")
         lowered_name = lowered.decode() if isinstance(lowered, bytes) else str(lowered)
+        cubin = _cubin(nvrtc, prog) if keep_cubin else None
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
     kernels = parse_ptxas_log(log)
     return NvrtcResult(True, cc, name_expression, lowered_name, log, opts, kernels.get(lowered_name),
-                       perf_counter() - start, kernels)
+                       perf_counter() - start, kernels, cubin)
 
 
-def compile_configuration(spec: KernelSpec, params: Mapping[str, Any], arch: int | str) -> NvrtcResult:
+def _cubin(nvrtc: Any, prog: Any) -> bytes:
+    err, size = nvrtc.nvrtcGetCUBINSize(prog)
+    _check(nvrtc, err, "nvrtcGetCUBINSize")
+    buf = b" " * size
+    (err,) = nvrtc.nvrtcGetCUBIN(prog, buf)
+    _check(nvrtc, err, "nvrtcGetCUBIN")
+    return buf
+
+
+def compile_configuration(spec: KernelSpec, params: Mapping[str, Any], arch: int | str, *,
+                          keep_cubin: bool = False) -> NvrtcResult:
     """Compile one configuration of ``spec`` exactly as the CuPy runner would on an ``arch`` device."""
     source = render_source(spec, params)
     filename = spec.source_file.name if spec.source_file else "kernel.cu"
     return compile_source(source, instantiated_name(spec, params), cupy_options(spec, arch), arch=arch,
-                          filename=filename)
+                          filename=filename, keep_cubin=keep_cubin)
