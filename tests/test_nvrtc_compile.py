@@ -221,3 +221,11 @@ def test_example_kernels_allowed_configurations_compile(kernel_name, arch):
     assert len(report.checks) == 20
     assert not report.failures(), report.failure_message()
     assert all(c.resources and c.lowered_name == kernel.kernel_name for c in report.checks)
+
+
+@needs_nvrtc
+def test_nvcc_only_options_are_compile_failures_with_nvrtc():
+    """The CuPy runner compiles with NVRTC: an nvcc-only option fails every configuration, saying which."""
+    spec = small_spec(TEMPLATE, "scale<block_size_x, float>", compiler_options=["-O3"])
+    check = check_configuration(spec, {"block_size_x": 64}, "sm_90")
+    assert check.status == "compile" and "unrecognized option -O3" in check.detail
