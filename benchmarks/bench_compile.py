@@ -15,8 +15,8 @@ restrictions before issue 16 allowed (static tiles bounded by the opt-in
 ``max_shared_memory_per_block``) and the current ones exclude, to show what
 the fix removed.
 
-    python benchmarks/bench_compile.py [--arch sm_80,sm_90] [--only matmul] [--previous-restrictions]
-        [--json benchmarks/results/bench_compile.json]
+    PYTHONPATH=example_project/src python benchmarks/bench_compile.py [--arch sm_80,sm_90] [--only matmul]
+        [--previous-restrictions] [--jobs 2] [--json benchmarks/results/bench_compile.json]
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ import argparse
 import statistics
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +44,23 @@ def previous(restrictions: list[str]) -> list[str]:
     return [r.replace("max_static_shared_memory_per_block", "max_shared_memory_per_block") for r in restrictions]
 
 
-def compile_all(spec: KernelSpec, configs: list[dict], arch: int, limits: dict) -> list[Any]:
+def _compile_chunk(job: tuple[str, int, list[dict]]) -> list[Any]:
+    name, arch, configs = job
+    from example_kernels.cuda import CUDA_KERNELS, compile_spec_arguments
+
+    spec = KernelSpec(**compile_spec_arguments(CUDA_KERNELS[name]))
+    limits = arch_limits(arch)
     return [check_configuration(spec, c, arch, limits=limits) for c in configs]
+
+
+def compile_all(name: str, configs: list[dict], arch: int, pool: Any, chunk: int = 24) -> list[Any]:
+    """Every configuration checked, in order; chunks spread over ``pool`` (a process pool, or None)."""
+    jobs = [(name, arch, configs[i:i + chunk]) for i in range(0, len(configs), chunk)]
+    done: list[Any] = []
+    for part in (pool.map(_compile_chunk, jobs) if pool else map(_compile_chunk, jobs)):
+        done.extend(part)
+        print(f"  {name} sm_{arch}: {len(done)}/{len(configs)}", file=sys.stderr, flush=True)
+    return done
 
 
 def summarise(name: str, arch: int, checks: list[Any], seconds: float) -> dict[str, Any]:
@@ -70,29 +86,29 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", default=None, help="comma-separated kernel names")
     p.add_argument("--previous-restrictions", action="store_true")
     p.add_argument("--json", type=Path, default=Path("benchmarks/results/bench_compile.json"))
+    p.add_argument("--jobs", type=int, default=1, help="compiler processes (NVRTC compiles are single-threaded)")
     args = p.parse_args(argv)
     reason = nvrtc_unavailable_reason()
     if reason:
         print(f"bench_compile.py: {reason}", file=sys.stderr)
         return 0
     try:
-        from example_kernels.cuda import CUDA_KERNELS, compile_spec_arguments
+        from example_kernels.cuda import CUDA_KERNELS
     except ImportError:
         print("bench_compile.py needs the example project: pip install -e ./example_project (or PYTHONPATH="
               "example_project/src)", file=sys.stderr)
         return 2
     wanted = set(args.only.split(",")) if args.only else set(CUDA_KERNELS)
     rows, results, removed = [], [], []
+    pool = ProcessPoolExecutor(args.jobs) if args.jobs > 1 else None
     for name, kernel in CUDA_KERNELS.items():
         if name not in wanted:
             continue
-        spec = KernelSpec(**compile_spec_arguments(kernel))
         for arch in args.arch:
             limits = arch_limits(arch)
             space = SearchSpace(kernel.params, kernel.restrictions, limits)
-            configs = list(space)
             start = time.perf_counter()
-            checks = compile_all(spec, configs, arch, limits)
+            checks = compile_all(name, list(space), arch, pool)
             summary = summarise(name, arch, checks, time.perf_counter() - start)
             results.append(summary)
             rows.append([name, summary["arch"], summary["compiled"], summary["compile_failures"],
@@ -100,13 +116,14 @@ def main(argv: list[str] | None = None) -> int:
                          summary["max_registers"], f"{summary['compile_s_median']:.3f}", f"{summary['wall_s']:.0f}"])
             if args.previous_restrictions:
                 old = SearchSpace(kernel.params, previous(kernel.restrictions), limits)
-                extra = [c for c in old if c not in space]
-                checks = compile_all(spec, extra, arch, limits)
+                checks = compile_all(name, [c for c in old if c not in space], arch, pool)
                 removed.append({"kernel": name, "arch": f"sm_{arch}", "previous_space": len(old),
-                                "current_space": len(space), "only_in_previous": len(extra),
+                                "current_space": len(space), "only_in_previous": len(checks),
                                 "failing": sum(not c.ok for c in checks),
                                 "statuses": sorted({c.status for c in checks}),
                                 "example": checks[0].as_dict() if checks else None})
+    if pool:
+        pool.shutdown()
     print_table(rows, ["kernel", "arch", "compiled", "compile fail", "resources", "invalid", "spilling",
                        "max regs", "median s", "wall s"],
                 title=f"NVRTC {'.'.join(map(str, nvrtc_version()))}: every valid configuration")

@@ -146,6 +146,12 @@ def test_kernel_resource_limits():
     assert check(static_smem=40 * 1024, dynamic_smem=100 * 1024, limits=limits) is None
 
 
+def test_resources_failures_are_invalid_configs_in_kernel_tuner_caches():
+    from pytest_autotune.datasets import KERNEL_TUNER_FAILURE_TEXT
+
+    assert KERNEL_TUNER_FAILURE_TEXT[FailureKind.RESOURCES] == "InvalidConfig"
+
+
 def test_mangled_patterns_and_symbol_lookup():
     assert split_top_level("16, foo<1, 2>, float") == ["16", "foo<1, 2>", "float"]
     pattern = mangled_prefix_pattern("matmul<16, -2, true, float>")
@@ -180,6 +186,22 @@ def test_symbol_lookup_on_a_real_object_file(tmp_path):
     assert find_kernel_symbol(data, "kern<16, 8, float>") == "_Z4kernILi16ELj8EfEvPT1_i"
     assert find_kernel_symbol(data, "kern<-3, 8, double>") == "_Z4kernILin3ELj8EdEvPT1_i"
     assert find_kernel_symbol(data, "plain") == "_Z5plainPf"
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+def test_instantiation_reference_compiles_cleanly_and_emits_the_instance(tmp_path):
+    """The line the pycuda runner appends to template kernels: valid C++ (with its unused attribute), no
+    warning under -Wall -Werror, and the instance it names is emitted (nvcc's front end is EDG, g++'s syntax)."""
+    from pytest_autotune.runners.cuda_common import instantiation_reference
+
+    src = tmp_path / "t.cpp"
+    src.write_text("template <int A, typename T> void kern(T *x) { x[0] = A; }\n"
+                   + instantiation_reference("kern<16, float>"))
+    obj = tmp_path / "t.o"
+    done = subprocess.run(["g++", "-Wall", "-Wextra", "-Werror", "-c", str(src), "-o", str(obj)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert find_kernel_symbol(obj.read_bytes(), "kern<16, float>") == "_Z4kernILi16EfEvPT0_"
 
 
 class FakeGpuExecutor(CompiledKernelExecutor):
@@ -421,6 +443,16 @@ def test_gpu_limits_are_invalid_before_launch(backend):
         assert too_much.failure is FailureKind.INVALID and "shared memory" in too_much.detail
         big_but_fine = runner.evaluate({"block_size_x": 128, "smem": min(limit, 64 * 1024), "MODE": 0})
         assert big_but_fine.ok, big_but_fine.detail  # above the 48 KiB default: needs the opt-in
+
+
+@pytest.mark.gpu
+def test_gpu_static_plus_dynamic_shared_memory_opt_in(backend):
+    """16 KiB static + 40 KiB dynamic: above the 48 KiB default only together, so the runner must opt in."""
+    spec = vadd_spec(shared_mem="smem")
+    with make_runner(spec, runner=backend, measure=FAST) as runner:
+        m = runner.evaluate({"block_size_x": 128, "smem": 40 * 1024, "STATIC_SMEM": 16 * 1024, "MODE": 0})
+        assert m.ok, m.detail
+        assert m.extra["static_shared_mem"] >= 16 * 1024
 
 
 @pytest.mark.gpu

@@ -182,13 +182,18 @@ def _check(nvrtc: Any, err: Any, call: str) -> None:
         raise RuntimeError(f"{call} failed: {text.decode() if isinstance(text, bytes) else text}")
 
 
-def _program_log(nvrtc: Any, prog: Any) -> str:
-    err, size = nvrtc.nvrtcGetProgramLogSize(prog)
-    _check(nvrtc, err, "nvrtcGetProgramLogSize")
+def _read(nvrtc: Any, prog: Any, what: str) -> bytes:
+    """The program's ``what`` ("ProgramLog", "CUBIN"): nvrtcGet<what>Size, then nvrtcGet<what> into a buffer."""
+    err, size = getattr(nvrtc, f"nvrtcGet{what}Size")(prog)
+    _check(nvrtc, err, f"nvrtcGet{what}Size")
     buf = b" " * size
-    (err,) = nvrtc.nvrtcGetProgramLog(prog, buf)
-    _check(nvrtc, err, "nvrtcGetProgramLog")
-    return buf.rstrip(b"\0 ").decode(errors="replace").strip()
+    (err,) = getattr(nvrtc, f"nvrtcGet{what}")(prog, buf)
+    _check(nvrtc, err, f"nvrtcGet{what}")
+    return buf
+
+
+def _program_log(nvrtc: Any, prog: Any) -> str:
+    return _read(nvrtc, prog, "ProgramLog").rstrip(b"\0 ").decode(errors="replace").strip()
 
 
 def compile_source(source: str, name_expression: str, options: Sequence[str], *, arch: int | str,
@@ -224,21 +229,12 @@ def compile_source(source: str, name_expression: str, options: Sequence[str], *,
         err, lowered = nvrtc.nvrtcGetLoweredName(prog, name_expression.encode())
         _check(nvrtc, err, "nvrtcGetLoweredName")
         lowered_name = lowered.decode() if isinstance(lowered, bytes) else str(lowered)
-        cubin = _cubin(nvrtc, prog) if keep_cubin else None
+        cubin = _read(nvrtc, prog, "CUBIN") if keep_cubin else None
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
     kernels = parse_ptxas_log(log)
     return NvrtcResult(True, cc, name_expression, lowered_name, log, opts, kernels.get(lowered_name),
                        perf_counter() - start, kernels, cubin)
-
-
-def _cubin(nvrtc: Any, prog: Any) -> bytes:
-    err, size = nvrtc.nvrtcGetCUBINSize(prog)
-    _check(nvrtc, err, "nvrtcGetCUBINSize")
-    buf = b" " * size
-    (err,) = nvrtc.nvrtcGetCUBIN(prog, buf)
-    _check(nvrtc, err, "nvrtcGetCUBIN")
-    return buf
 
 
 def compile_configuration(spec: KernelSpec, params: Mapping[str, Any], arch: int | str, *,
