@@ -10,17 +10,22 @@ device (:func:`pytest_autotune.compile_check.check_configuration`: NVRTC,
 configurations compiled, compile failures, resource rejections (the limit
 named), configurations that spill, and compile seconds (median, total).
 
+``--strip-launch-bounds`` compiles the kernels without their
+``__launch_bounds__`` (the matmul had none before issue 16: ptxas then gives
+a 32x32-thread block more registers than the register file holds).
+
 ``--previous-restrictions`` also compiles the configurations that the
 restrictions before issue 16 allowed (static tiles bounded by the opt-in
 ``max_shared_memory_per_block``) and the current ones exclude, to show what
 the fix removed.
 
     PYTHONPATH=example_project/src python benchmarks/bench_compile.py [--arch sm_80,sm_90] [--only matmul]
-        [--previous-restrictions] [--jobs 2] [--json benchmarks/results/bench_compile.json]
+        [--previous-restrictions] [--strip-launch-bounds] [--jobs 2] [--json benchmarks/results/bench_compile.json]
 """
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import sys
 import time
@@ -44,18 +49,22 @@ def previous(restrictions: list[str]) -> list[str]:
     return [r.replace("max_static_shared_memory_per_block", "max_shared_memory_per_block") for r in restrictions]
 
 
-def _compile_chunk(job: tuple[str, int, list[dict]]) -> list[Any]:
-    name, arch, configs = job
+def _compile_chunk(job: tuple[str, int, list[dict], bool]) -> list[Any]:
+    name, arch, configs, strip = job
     from example_kernels.cuda import CUDA_KERNELS, compile_spec_arguments
 
     spec = KernelSpec(**compile_spec_arguments(CUDA_KERNELS[name]))
+    if strip:  # the kernel as it was before issue 16: no register cap, ptxas uses what it likes
+        spec = KernelSpec(**{**compile_spec_arguments(CUDA_KERNELS[name]),
+                             "source": re.sub(r"__launch_bounds__\([^)]*\)", "", spec.code), "lang": "cuda"})
     limits = arch_limits(arch)
     return [check_configuration(spec, c, arch, limits=limits) for c in configs]
 
 
-def compile_all(name: str, configs: list[dict], arch: int, pool: Any, chunk: int = 24) -> list[Any]:
+def compile_all(name: str, configs: list[dict], arch: int, pool: Any, strip: bool = False,
+                chunk: int = 24) -> list[Any]:
     """Every configuration checked, in order; chunks spread over ``pool`` (a process pool, or None)."""
-    jobs = [(name, arch, configs[i:i + chunk]) for i in range(0, len(configs), chunk)]
+    jobs = [(name, arch, configs[i:i + chunk], strip) for i in range(0, len(configs), chunk)]
     done: list[Any] = []
     for part in (pool.map(_compile_chunk, jobs) if pool else map(_compile_chunk, jobs)):
         done.extend(part)
@@ -87,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--previous-restrictions", action="store_true")
     p.add_argument("--json", type=Path, default=Path("benchmarks/results/bench_compile.json"))
     p.add_argument("--jobs", type=int, default=1, help="compiler processes (NVRTC compiles are single-threaded)")
+    p.add_argument("--strip-launch-bounds", action="store_true",
+                   help="compile the kernels without their __launch_bounds__ (as before issue 16)")
     args = p.parse_args(argv)
     reason = nvrtc_unavailable_reason()
     if reason:
@@ -108,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
             limits = arch_limits(arch)
             space = SearchSpace(kernel.params, kernel.restrictions, limits)
             start = time.perf_counter()
-            checks = compile_all(name, list(space), arch, pool)
+            checks = compile_all(name, list(space), arch, pool, args.strip_launch_bounds)
             summary = summarise(name, arch, checks, time.perf_counter() - start)
             results.append(summary)
             rows.append([name, summary["arch"], summary["compiled"], summary["compile_failures"],
@@ -116,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                          summary["max_registers"], f"{summary['compile_s_median']:.3f}", f"{summary['wall_s']:.0f}"])
             if args.previous_restrictions:
                 old = SearchSpace(kernel.params, previous(kernel.restrictions), limits)
-                checks = compile_all(name, [c for c in old if c not in space], arch, pool)
+                checks = compile_all(name, [c for c in old if c not in space], arch, pool, args.strip_launch_bounds)
                 removed.append({"kernel": name, "arch": f"sm_{arch}", "previous_space": len(old),
                                 "current_space": len(space), "only_in_previous": len(checks),
                                 "failing": sum(not c.ok for c in checks),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -58,7 +59,7 @@ def test_tune_then_gate(example_copy: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (sys.platform.startswith("linux") and __import__("platform").machine() == "x86_64"),
+@pytest.mark.skipif(not (sys.platform.startswith("linux") and platform.machine() == "x86_64"),
                     reason="the cuda-bindings/NVRTC wheels exist for Linux x86-64")
 def test_cuda_kernels_compile_without_a_gpu(example_copy: Path) -> None:
     """The GPU-less CI job of the README: every CUDA test's kernel compiles for sm_80 and sm_90 with NVRTC."""

@@ -17,7 +17,7 @@ from pytest_autotune.compile_check import (check_configuration, check_kernel, co
 from pytest_autotune.runners.cuda_arch import ARCH_LIMITS, arch_limits, parse_arch
 from pytest_autotune.runners.cuda_common import find_kernel_symbol, mangled_prefix_pattern
 from pytest_autotune.runners.kernel import KernelSpec
-from pytest_autotune.runners.nvrtc import compile_configuration, compile_source, nvrtc_unavailable_reason, \
+from pytest_autotune.runners.nvrtc import compile_configuration, nvrtc_unavailable_reason, \
     parse_ptxas_log
 from pytest_autotune.space import SearchSpace
 
@@ -174,7 +174,7 @@ def test_static_shared_memory_limit_of_the_table_is_what_ptxas_enforces(arch):
 def test_register_limit_is_checked_before_launch_with_real_ptxas_output():
     """The matmul without __launch_bounds__: 32x32 threads with 8x4 tiles need more registers than a block has."""
     spec, kernel = example_spec("matmul")
-    code = spec.code.replace("__launch_bounds__(block_size_x * block_size_y)", "")
+    code = spec.code.replace("__launch_bounds__(block_size_x * block_size_y, 1)", "")
     assert code != spec.code
     unbounded = KernelSpec(code, "matmul", spec.problem_size, spec.args, grid_div_x=kernel.grid_div_x,
                            grid_div_y=kernel.grid_div_y, lang="cuda")
