@@ -108,7 +108,10 @@ KERNEL_TUNER_FAILURES: dict[str, FailureKind] = {
     "CompilationFailedConfig": FailureKind.COMPILE,
     "RuntimeFailedConfig": FailureKind.RUNTIME,
 }
-KERNEL_TUNER_FAILURE_TEXT: dict[FailureKind, str] = {kind: text for text, kind in KERNEL_TUNER_FAILURES.items()}
+KERNEL_TUNER_FAILURE_TEXT: dict[FailureKind, str] = {
+    **{kind: text for text, kind in KERNEL_TUNER_FAILURES.items()},
+    FailureKind.RESOURCES: "InvalidConfig",  # Kernel Tuner skips a launch over the device's resources as invalid
+}
 KTT_FAILURES: dict[str, FailureKind | None] = {
     "Ok": None,
     "ComputationFailed": FailureKind.RUNTIME,

@@ -106,6 +106,10 @@ class Autotune:
         except (SpecError, TypeError) as exc:
             raise pytest.fail.Exception(f"autotune.kernel({kernel_name!r}): {exc}") from None
         label = name or kernel_name.split("<")[0].strip()
+        if spec.lang == "cuda" and self.item.config.getoption("autotune_compile", None):
+            from .compile_check import check_in_test  # --autotune-compile: NVRTC only, no device
+
+            return check_in_test(self, spec, label)
         hashes = {"source": hash_source(spec.code + "\n#kernel " + kernel_name + "\n" + "\n".join(spec.compiler_options)),
                   "space": self._space_hash(),
                   "problem": hash_problem(spec.problem_size, spec.args)}

@@ -19,6 +19,7 @@ from .strategies import StrategyError, validate_strategy_spec
 # Device limits runners hand to the space as constants (see runners.device).
 DEVICE_CONSTANTS = (
     "max_threads", "max_shared_memory_per_block", "max_shared_memory", "max_registers_per_block",
+    "max_static_shared_memory_per_block", "max_shared_memory_per_block_default",
     "warp_size", "sm_count", "cpu_count", "l1d_cache", "l2_cache", "l3_cache",  # the C runner's cache sizes
     "l1_cache_size", "l2_cache_size", "l3_cache_size",
     "compute_capability", "max_block_dim_x", "max_block_dim_y", "max_block_dim_z",

@@ -15,6 +15,7 @@ from typing import Any, Generator
 import pytest
 
 from . import hookspec
+from .compile_check import DEFAULT_SAMPLE, parse_arch_list, positive_sample
 from .evaluator import Budget
 from .fixture import CALLS_KEY, Autotune
 from .marker import MarkerError, TuneSettings, parse_marker
@@ -80,6 +81,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="write a convergence plot per tuned kernel (needs matplotlib)")
     group.addoption("--autotune-devices", default=None, metavar="IDS",
                     help="comma-separated GPU ids (OpenCL: P:D or D); pytest-xdist worker N uses id N modulo their count")
+    group.addoption("--autotune-compile", type=parse_arch_list, default=None, metavar="ARCHS",
+                    help="no GPU needed: compile each CUDA kernel's locked winners and valid configurations with "
+                         "NVRTC for these architectures (e.g. sm_80,sm_90) and fail on one that cannot work")
+    group.addoption("--autotune-compile-sample", type=positive_sample, default=DEFAULT_SAMPLE, metavar="N",
+                    help=f"--autotune-compile: configurations per space and architecture, all when there are at "
+                         f"most N, else a seeded sample of N (default {DEFAULT_SAMPLE})")
     for name, (help_text, default) in INI_OPTIONS.items():
         parser.addini(name, help_text, default=default)
 

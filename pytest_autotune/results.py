@@ -16,6 +16,7 @@ class FailureKind(str, enum.Enum):
 
     INVALID = "invalid"  # rejected before launch (device limits, restrictions)
     COMPILE = "compile"  # the compiler refused the source
+    RESOURCES = "resources"  # the compiled kernel exceeds a device limit (registers, shared memory); never launched
     LAUNCH = "launch"  # the launch itself failed (resources, bad geometry)
     RUNTIME = "runtime"  # crashed while running (illegal address, trap, segfault)
     TIMEOUT = "timeout"  # exceeded the watchdog limit

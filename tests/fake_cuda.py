@@ -1,15 +1,46 @@
-"""Minimal stand-ins for CuPy and PyCUDA, so the runners' glue code runs without a GPU.
+"""Stand-ins for CuPy and PyCUDA, so the runners' glue code runs without a GPU.
 
-Only the API surface the runners use is modelled, with the documented names
-and call shapes; a "kernel" is the vector add of ``test_runner_cuda.VADD``,
-executed in numpy, its behaviour picked by ``#define MODE`` in the source:
-1 wrong output, 2 compile error, 3 illegal address (sticky error raised at
-the next synchronisation), 4 uses 255 registers per thread.
+Only the API surface the runners use is modelled, but with the real
+libraries' names, call shapes, limits and error texts (read from CuPy 14's
+``cupy/_core/raw.pyx``, ``cupy/cuda/compiler.py``, ``cupy_backends/cuda/api``
+and PyCUDA's ``src/cpp/cuda.hpp``, ``src/wrapper/wrap_cudadrv.cpp``,
+``pycuda/driver.py``, ``pycuda/compiler.py``). A stand-in kinder than the
+library hides bugs, so:
+
+* dynamic shared memory: the kernel attribute defaults to 48 KiB minus the
+  kernel's static shared memory; raising it above the opt-in maximum minus
+  the static part is ``CUDA_ERROR_INVALID_VALUE``; a launch asking for more
+  dynamic shared memory than the attribute is ``CUDA_ERROR_INVALID_VALUE``;
+* launches check block and grid against the device limits, and registers x
+  threads against the register file (``CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES``);
+* CuPy's ``get_function`` without name expressions looks the plain name up
+  (found only for ``extern "C"`` kernels, else ``CUDA_ERROR_NOT_FOUND``), and
+  NVRTC gets CuPy's extra options (``--std=c++17``, ``-ftz=true``, ``-arch``,
+  ``--device-as-default-execution-space``), recorded in ``State.nvrtc_options``;
+* CuPy without NVRTC fails in ``cupy.cuda.nvrtc.getVersion()``;
+* ``CompileException(msg, source, name, options, backend)`` and PyCUDA's
+  ``CompileError(msg, command_line, stdout, stderr)`` with their ``__str__``;
+  compile errors name the file and line of the ``#line`` directive;
+* a sticky error surfaces at the next synchronisation -- CuPy's stream and
+  event syncs go through the runtime API (``cudaErrorIllegalAddress: ...``),
+  a CuPy launch through the driver (``CUDA_ERROR_ILLEGAL_ADDRESS: ...``) --
+  and PyCUDA reports only ``cuGetErrorString``'s text
+  (``cuCtxSynchronize failed: an illegal memory access was encountered``,
+  ``cuLaunchKernel failed: invalid argument``) with its exception classes;
+* PyCUDA's argument packer knows struct codes plus ``F``/``D``, not ``e``;
+  PyCUDA warns (``UserWarning``) when nvcc printed anything on success.
+
+A "kernel" is the vector add of ``test_runner_cuda.VADD``, executed in numpy,
+its behaviour picked by ``#define`` lines in the rendered source: ``MODE`` 1
+wrong output, 2 compile error, 3 illegal address, 4 uses 255 registers per
+thread; ``STATIC_SMEM`` bytes of static shared memory.
 """
 from __future__ import annotations
 
 import re
+import struct
 import types
+import warnings
 
 import numpy as np
 
@@ -28,38 +59,81 @@ PROPS = {
     "warpSize": 32,
     "l2CacheSize": 50 * 2**20,
 }
-STICKY = "CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered"
+DEFAULT_SMEM = PROPS["sharedMemPerBlock"]
+OPTIN_SMEM = PROPS["sharedMemPerBlockOptin"]
 
-
-class DriverError(Exception):
-    pass
+# (driver enum name, cuGetErrorString text, runtime enum name)
+ILLEGAL_ADDRESS = ("CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered", "cudaErrorIllegalAddress")
+INVALID_VALUE = ("CUDA_ERROR_INVALID_VALUE", "invalid argument", "cudaErrorInvalidValue")
+OUT_OF_RESOURCES = ("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources requested for launch",
+                    "cudaErrorLaunchOutOfResources")
+NOT_FOUND = ("CUDA_ERROR_NOT_FOUND", "named symbol not found", "cudaErrorSymbolNotFound")
+OUT_OF_MEMORY = ("CUDA_ERROR_OUT_OF_MEMORY", "out of memory", "cudaErrorMemoryAllocation")
 
 
 class State:
-    """The fake device: a pending sticky error surfaces at the next sync."""
+    """The fake device: a pending sticky error surfaces at the next sync; what the runner asked for."""
 
     def __init__(self) -> None:
         self.poisoned = False
         self.launches: list[tuple] = []
         self.dynamic_smem_opt_in: list[int] = []
+        self.nvrtc_options: list[tuple[str, ...]] = []
+        self.nvrtc_missing = False
+        self.nvcc_remarks = ""  # printed by nvcc on success (PyCUDA warns with it)
+        self.fail_alloc_after: int | None = None  # PyCUDA: cuMemAlloc fails after this many allocations
+        self.allocations = 0
+        self.loaded_modules = 0  # CuPy modules kept alive by its memo
 
-    def sync(self) -> None:
-        if self.poisoned:
-            raise DriverError(STICKY)
 
-
-def mode_of(source: str) -> int:
-    match = re.search(r"#define MODE (\d+)", source)
+def define(source: str, name: str) -> int:
+    match = re.search(rf"#define {name} (\d+)", source)
     return int(match.group(1)) if match else 0
 
 
+def mode_of(source: str) -> int:
+    return define(source, "MODE")
+
+
+def compile_error_line(source: str, marker: str = "this line does not compile") -> str:
+    """``file(line)`` of ``marker`` as a compiler reports it after a ``#line 1 "file"`` directive."""
+    lines = source.splitlines()
+    filename, base = "kernel.cu", 0
+    for i, line in enumerate(lines):
+        directive = re.match(r'#line 1 "([^"]+)"', line)
+        if directive:
+            filename, base = directive.group(1), i + 1
+        if marker in line and not line.lstrip().startswith("#"):
+            return f"{filename}({i - base + 1})"
+    return f"{filename}(1)"
+
+
+def kernel_names(source: str) -> dict[str, str]:
+    """Kernel name -> the symbol a compiler gives it (plain for extern "C", else mangled)."""
+    out = {}
+    for match in re.finditer(r'(extern "C" )?__global__ void (\w+)', source):
+        name = match.group(2)
+        out[name] = name if match.group(1) else f"_Z{len(name)}{name}PfPKfS2_i"
+    return out
+
+
 def run_vadd(mode: int, state: State, c: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
-    if state.poisoned:
-        raise DriverError(STICKY)
     if mode == 3:
         state.poisoned = True
         return
     c[:] = a - b if mode == 1 else a + b
+
+
+def launch_problem(block, grid, registers: int) -> tuple[str, str, str] | None:
+    """The error a real launch of this geometry gets from the driver, or None."""
+    threads = block[0] * block[1] * block[2]
+    if threads > PROPS["maxThreadsPerBlock"] or any(b > m for b, m in zip(block, PROPS["maxThreadsDim"])):
+        return INVALID_VALUE
+    if any(g > m or g < 1 for g, m in zip(grid, PROPS["maxGridSize"])):
+        return INVALID_VALUE
+    if registers * threads > PROPS["regsPerBlock"]:
+        return OUT_OF_RESOURCES
+    return None
 
 
 # ----------------------------------------------------------------------------
@@ -70,10 +144,35 @@ def make_cupy(state: State) -> dict[str, types.ModuleType]:
     cuda = types.ModuleType("cupy.cuda")
     compiler = types.ModuleType("cupy.cuda.compiler")
     runtime = types.ModuleType("cupy.cuda.runtime")
+    driver = types.ModuleType("cupy.cuda.driver")
+    nvrtc = types.ModuleType("cupy.cuda.nvrtc")
+
+    class CUDADriverError(RuntimeError):
+        def __init__(self, error: tuple[str, str, str]) -> None:
+            super().__init__(f"{error[0]}: {error[1]}")
+
+    class CUDARuntimeError(RuntimeError):
+        def __init__(self, error: tuple[str, str, str]) -> None:
+            super().__init__(f"{error[2]}: {error[1]}")
 
     class CompileException(Exception):
+        def __init__(self, msg, source, name, options, backend="nvrtc") -> None:
+            self._msg, self.source, self.name, self.options, self.backend = msg, source, name, options, backend
+            super().__init__()
+
+        def __str__(self) -> str:
+            return self.get_message()
+
         def get_message(self) -> str:
-            return f"NVRTC_ERROR_COMPILATION: {self}"
+            return self._msg
+
+    class DynamicLibNotFoundError(RuntimeError):
+        pass
+
+    def get_version() -> tuple[int, int]:
+        if state.nvrtc_missing:
+            raise DynamicLibNotFoundError('Failure finding "libnvrtc.so": no NVIDIA NVRTC library was found')
+        return (12, 9)
 
     class MemoryPointer:
         def __init__(self, array: np.ndarray) -> None:
@@ -99,13 +198,13 @@ def make_cupy(state: State) -> dict[str, types.ModuleType]:
             return ndarray(self.host)
 
     class RawKernel:
-        def __init__(self, mode: int) -> None:
-            self.mode = mode
-            self.num_regs = 255 if mode == 4 else 20
-            self.shared_size_bytes = 0
+        def __init__(self, source: str) -> None:
+            self.mode = mode_of(source)
+            self.num_regs = 255 if self.mode == 4 else 20
+            self.shared_size_bytes = define(source, "STATIC_SMEM")
             self.local_size_bytes = 0
-            self.max_threads_per_block = 256 if mode == 4 else 1024
-            self._dyn = 48 * 1024
+            self.max_threads_per_block = 256 if self.mode == 4 else 1024
+            self._dyn = DEFAULT_SMEM - self.shared_size_bytes
 
         @property
         def max_dynamic_shared_size_bytes(self) -> int:
@@ -113,13 +212,20 @@ def make_cupy(state: State) -> dict[str, types.ModuleType]:
 
         @max_dynamic_shared_size_bytes.setter
         def max_dynamic_shared_size_bytes(self, value: int) -> None:
+            if value + self.shared_size_bytes > OPTIN_SMEM:  # cuFuncSetAttribute's rule
+                raise CUDADriverError(INVALID_VALUE)
             state.dynamic_smem_opt_in.append(value)
             self._dyn = value
 
         def __call__(self, grid, block, args, shared_mem=0):
             assert isinstance(grid, tuple) and isinstance(block, tuple) and isinstance(args, tuple)
-            if shared_mem > self._dyn:
-                raise DriverError("CUDA_ERROR_INVALID_VALUE: invalid argument")
+            if state.poisoned:
+                raise CUDADriverError(ILLEGAL_ADDRESS)  # cuLaunchKernel returns the sticky error
+            problem = launch_problem(block, grid, self.num_regs)
+            if problem is None and shared_mem > self._dyn:
+                problem = INVALID_VALUE
+            if problem:
+                raise CUDADriverError(problem)
             state.launches.append((grid, block, shared_mem))
             c, a, b, n = args
             assert isinstance(n, np.int32)
@@ -128,26 +234,51 @@ def make_cupy(state: State) -> dict[str, types.ModuleType]:
     class RawModule:
         def __init__(self, *, code, options=(), name_expressions=None) -> None:
             assert isinstance(options, tuple)
-            self.code, self.name_expressions = code, name_expressions
+            self.code, self.options = code, options
+            self.name_expressions = tuple(name_expressions) if name_expressions is not None else None
+            self._mapping: dict[str, str] | None = None
+
+        def _compile(self) -> dict[str, str]:
+            """What compile_with_cache does: CuPy's options, NVRTC, the lowered names."""
+            if self._mapping is None:
+                get_version()
+                options = self.options
+                if not any("-std=" in o for o in options):
+                    options += ("--std=c++17",)
+                options += ("-ftz=true", f"-arch=sm_{PROPS['major']}{PROPS['minor']}",
+                            "--device-as-default-execution-space")
+                state.nvrtc_options.append(options)
+                if mode_of(self.code) == 2:
+                    raise CompileException(
+                        f"{compile_error_line(self.code)}: error: this declaration has no storage class or "
+                        f"type specifier\n\n1 error detected in the compilation of \"a0b1c2.cu\".",
+                        self.code, "a0b1c2.cu", options)
+                symbols = kernel_names(self.code)
+                self._mapping = {ne: symbols.get(ne.split("<")[0].strip(), "") for ne in self.name_expressions or ()}
+                state.loaded_modules += 1
+            return self._mapping
 
         def get_function(self, name: str) -> RawKernel:
-            assert self.name_expressions is not None and name in self.name_expressions
-            if mode_of(self.code) == 2:
-                raise CompileException("kernel.cu(11): error: identifier \"this\" is undefined")
-            return RawKernel(mode_of(self.code))
+            mapping = self._compile()
+            symbol = mapping.get(name, name) if self.name_expressions else name
+            if symbol not in kernel_names(self.code).values():
+                raise CUDADriverError(NOT_FOUND)  # cuModuleGetFunction
+            return RawKernel(self.code)
 
     class Stream:
         ptr = 0
 
         def synchronize(self) -> None:
-            state.sync()
+            if state.poisoned:
+                raise CUDARuntimeError(ILLEGAL_ADDRESS)
 
     class Event:
         def record(self, stream=None) -> None:
             return None
 
         def synchronize(self) -> None:
-            state.sync()
+            if state.poisoned:
+                raise CUDARuntimeError(ILLEGAL_ADDRESS)
 
     class Device:
         def __init__(self, device_id: int = 0) -> None:
@@ -157,36 +288,49 @@ def make_cupy(state: State) -> dict[str, types.ModuleType]:
             return None
 
         def synchronize(self) -> None:
-            state.sync()
+            if state.poisoned:
+                raise CUDARuntimeError(ILLEGAL_ADDRESS)
 
     class Pool:
         def free_all_blocks(self) -> None:
             return None
 
+    def clear_memo() -> None:
+        state.loaded_modules = 0
+
     compiler.CompileException = CompileException
+    driver.CUDADriverError = CUDADriverError
+    runtime.CUDARuntimeError = CUDARuntimeError
     runtime.getDeviceCount = lambda: 1
     runtime.getDeviceProperties = lambda i: dict(PROPS)
     runtime.driverGetVersion = lambda: 12040
     runtime.runtimeGetVersion = lambda: 12020
     runtime.memsetAsync = lambda ptr, value, size, stream: None
-    cuda.compiler, cuda.runtime = compiler, runtime
+    runtime.deviceSynchronize = lambda: Device().synchronize()
+    nvrtc.getVersion = get_version
+    cuda.compiler, cuda.runtime, cuda.driver, cuda.nvrtc = compiler, runtime, driver, nvrtc
     cuda.Device, cuda.Event = Device, Event
     cuda.get_current_stream = lambda: Stream()
     cuda.get_elapsed_time = lambda start, end: 0.25
     cupy.cuda = cuda
-    cupy.__version__ = "13.0.0+fake"
+    cupy.__version__ = "14.0.0+fake"
     cupy.RawModule = RawModule
     cupy.asarray = ndarray
     cupy.asnumpy = lambda d: d.host.copy()
     cupy.empty = lambda n, dtype: ndarray(np.empty(n, dtype))
     cupy.uint8 = np.uint8
     cupy.get_default_memory_pool = lambda: Pool()
-    return {"cupy": cupy, "cupy.cuda": cuda, "cupy.cuda.compiler": compiler, "cupy.cuda.runtime": runtime}
+    cupy.clear_memo = clear_memo
+    return {"cupy": cupy, "cupy.cuda": cuda, "cupy.cuda.compiler": compiler, "cupy.cuda.runtime": runtime,
+            "cupy.cuda.driver": driver, "cupy.cuda.nvrtc": nvrtc}
 
 
 # ----------------------------------------------------------------------------
 # PyCUDA
 # ----------------------------------------------------------------------------
+_PVT_STRUCT = set("xbBcshHiIlLnNqQ?fdFDP")  # pycuda/_pvt_struct: struct's codes + F/D, no "e"
+
+
 def make_pycuda(state: State) -> dict[str, types.ModuleType]:
     pycuda = types.ModuleType("pycuda")
     drv = types.ModuleType("pycuda.driver")
@@ -195,8 +339,39 @@ def make_pycuda(state: State) -> dict[str, types.ModuleType]:
     class Error(Exception):
         pass
 
-    class CompileError(Error):
+    class LogicError(Error):
         pass
+
+    class LaunchError(Error):
+        pass
+
+    class MemoryError_(Error):
+        pass
+
+    MemoryError_.__name__ = "MemoryError"
+
+    def raise_cuda(routine: str, error: tuple[str, str, str]) -> None:
+        """pycuda::error::make_message + translate_cuda_error: the class by code, the text alone."""
+        message = f"{routine} failed: {error[1]}"
+        if error in (OUT_OF_RESOURCES,):
+            raise LaunchError(message)
+        if error is OUT_OF_MEMORY:
+            raise MemoryError_(message)
+        raise LogicError(message)  # CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_ILLEGAL_ADDRESS, ...
+
+    class CompileError(Error):
+        def __init__(self, msg, command_line, stdout=None, stderr=None) -> None:
+            self.msg, self.command_line, self.stdout, self.stderr = msg, command_line, stdout, stderr
+
+        def __str__(self) -> str:
+            result = self.msg
+            if self.command_line:
+                result += "\n[command: %s]" % (" ".join(self.command_line))
+            if self.stdout:
+                result += "\n[stdout:\n%s]" % self.stdout
+            if self.stderr:
+                result += "\n[stderr:\n%s]" % self.stderr
+            return result
 
     attrs = types.SimpleNamespace(**{k: k for k in (
         "MULTIPROCESSOR_COUNT", "MAX_THREADS_PER_BLOCK", "MAX_SHARED_MEMORY_PER_BLOCK",
@@ -204,8 +379,8 @@ def make_pycuda(state: State) -> dict[str, types.ModuleType]:
         "WARP_SIZE", "L2_CACHE_SIZE", "MAX_BLOCK_DIM_X", "MAX_BLOCK_DIM_Y", "MAX_BLOCK_DIM_Z",
         "MAX_GRID_DIM_X", "MAX_GRID_DIM_Y", "MAX_GRID_DIM_Z")})
     values = {
-        "MULTIPROCESSOR_COUNT": 132, "MAX_THREADS_PER_BLOCK": 1024, "MAX_SHARED_MEMORY_PER_BLOCK": 48 * 1024,
-        "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": 227 * 1024, "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR": 228 * 1024,
+        "MULTIPROCESSOR_COUNT": 132, "MAX_THREADS_PER_BLOCK": 1024, "MAX_SHARED_MEMORY_PER_BLOCK": DEFAULT_SMEM,
+        "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": OPTIN_SMEM, "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR": 228 * 1024,
         "MAX_REGISTERS_PER_BLOCK": 65536, "WARP_SIZE": 32, "L2_CACHE_SIZE": 50 * 2**20,
         "MAX_BLOCK_DIM_X": 1024, "MAX_BLOCK_DIM_Y": 1024, "MAX_BLOCK_DIM_Z": 64,
         "MAX_GRID_DIM_X": 2**31 - 1, "MAX_GRID_DIM_Y": 65535, "MAX_GRID_DIM_Z": 65535,
@@ -217,6 +392,9 @@ def make_pycuda(state: State) -> dict[str, types.ModuleType]:
 
     class DeviceAllocation:
         def __init__(self, nbytes: int) -> None:
+            if state.fail_alloc_after is not None and state.allocations >= state.fail_alloc_after:
+                raise_cuda("cuMemAlloc", OUT_OF_MEMORY)
+            state.allocations += 1
             self.buf = np.zeros(nbytes, np.uint8)
             memory[self.buf.ctypes.data] = self.buf
 
@@ -233,11 +411,14 @@ def make_pycuda(state: State) -> dict[str, types.ModuleType]:
             Context.stack.append(self)
 
         def pop(self) -> None:
+            if not Context.stack:
+                raise LogicError("cuCtxPopCurrent failed: invalid device context")
             Context.stack.pop()
 
         @staticmethod
         def synchronize() -> None:
-            state.sync()
+            if state.poisoned:
+                raise_cuda("cuCtxSynchronize", ILLEGAL_ADDRESS)
 
     class Device:
         def __init__(self, i: int) -> None:
@@ -263,27 +444,39 @@ def make_pycuda(state: State) -> dict[str, types.ModuleType]:
             return "NVIDIA Fake H100 80GB HBM3"
 
     class Function:
-        def __init__(self, mode: int) -> None:
-            self.mode = mode
-            self.attrs = {"NUM_REGS": 255 if mode == 4 else 20, "SHARED_SIZE_BYTES": 0, "LOCAL_SIZE_BYTES": 0,
-                          "MAX_THREADS_PER_BLOCK": 256 if mode == 4 else 1024,
-                          "MAX_DYNAMIC_SHARED_SIZE_BYTES": 48 * 1024}
+        def __init__(self, source: str) -> None:
+            self.mode = mode_of(source)
+            static = define(source, "STATIC_SMEM")
+            self.attrs = {"NUM_REGS": 255 if self.mode == 4 else 20, "SHARED_SIZE_BYTES": static,
+                          "LOCAL_SIZE_BYTES": 0, "MAX_THREADS_PER_BLOCK": 256 if self.mode == 4 else 1024,
+                          "MAX_DYNAMIC_SHARED_SIZE_BYTES": DEFAULT_SMEM - static}
+            self.arg_format = ""
 
-        def prepare(self, typestr: str) -> None:
-            assert typestr == "PPPi", typestr
-            self.typestr = typestr
+        def prepare(self, arg_types: str) -> "Function":
+            self.arg_format = arg_types
+            return self
 
         def get_attribute(self, name: str) -> int:
             return self.attrs[name]
 
         def set_attribute(self, name: str, value: int) -> None:
+            if name == "MAX_DYNAMIC_SHARED_SIZE_BYTES" and value + self.attrs["SHARED_SIZE_BYTES"] > OPTIN_SMEM:
+                raise_cuda("cuFuncSetAttribute", INVALID_VALUE)
             state.dynamic_smem_opt_in.append(value)
             self.attrs[name] = value
 
         def prepared_call(self, grid, block, *args, shared_size=0):
-            assert self.typestr and len(args) == len(self.typestr)
-            if shared_size > self.attrs["MAX_DYNAMIC_SHARED_SIZE_BYTES"]:
-                raise Error("cuLaunchKernel failed: invalid argument")
+            bad = set(self.arg_format) - _PVT_STRUCT
+            if bad:
+                raise struct.error("bad char in struct format")
+            assert len(args) == len(self.arg_format)
+            if state.poisoned:
+                raise_cuda("cuLaunchKernel", ILLEGAL_ADDRESS)
+            problem = launch_problem(block, grid, self.attrs["NUM_REGS"])
+            if problem is None and shared_size > self.attrs["MAX_DYNAMIC_SHARED_SIZE_BYTES"]:
+                problem = INVALID_VALUE
+            if problem:
+                raise_cuda("cuLaunchKernel", problem)
             state.launches.append((grid, block, shared_size))
             c, a, b = (memory[p].view(np.float32) for p in args[:3])
             run_vadd(self.mode, state, c, a, b)
@@ -293,15 +486,17 @@ def make_pycuda(state: State) -> dict[str, types.ModuleType]:
             self.cubin = cubin
 
         def get_function(self, symbol: str) -> Function:
-            assert symbol.encode() in self.cubin
-            return Function(mode_of(self.cubin.decode(errors="replace")))
+            if (b"\0" + symbol.encode() + b"\0") not in self.cubin:
+                raise_cuda("cuModuleGetFunction", NOT_FOUND)
+            return Function(self.cubin.decode(errors="replace"))
 
     class Event:
         def record(self, stream=None) -> None:
             return None
 
         def synchronize(self) -> None:
-            state.sync()
+            if state.poisoned:
+                raise_cuda("cuEventSynchronize", ILLEGAL_ADDRESS)
 
         def time_till(self, end: "Event") -> float:
             return 0.25
@@ -309,11 +504,17 @@ def make_pycuda(state: State) -> dict[str, types.ModuleType]:
     def compile(source, nvcc="nvcc", options=None, keep=False, no_extern_c=False, arch=None, code=None,
                 cache_dir=None, include_dirs=(), target="cubin"):
         assert no_extern_c is True
+        cmdline = [nvcc, "--cubin", *(options or []), "kernel.cu"]
         if mode_of(source) == 2:
-            raise CompileError("nvcc compilation of kernel.cu failed\n[stderr]:\nkernel.cu(11): error: ...")
-        name = re.search(r"__global__ void (\w+)", source).group(1)
-        symbol = name if 'extern "C"' in source else f"_Z{len(name)}{name}PfPKfS2_i"
-        return source.encode() + b"\0.text." + symbol.encode() + b"\0" + symbol.encode() + b"\0"
+            raise CompileError("nvcc compilation of /tmp/tmpab12/kernel.cu failed", cmdline,
+                               stderr=f"{compile_error_line(source)}: error: this declaration has no storage "
+                                      "class or type specifier\n\n1 error detected in the compilation of "
+                                      "\"kernel.cu\".\n")
+        if state.nvcc_remarks:
+            warnings.warn("The CUDA compiler succeeded, but said the following:\n" + state.nvcc_remarks,
+                          stacklevel=2)
+        symbols = "".join(f"\0.text.{s}\0{s}\0" for s in kernel_names(source).values())
+        return source.encode() + symbols.encode()
 
     def memcpy_htod(dst: DeviceAllocation, src: np.ndarray) -> None:
         dst.buf[:src.nbytes] = src.view(np.uint8).ravel()
@@ -325,7 +526,8 @@ def make_pycuda(state: State) -> dict[str, types.ModuleType]:
         dst.buf[:size] = src.buf[:size]
 
     drv.init = lambda: None
-    drv.Error, drv.CompileError = Error, CompileError
+    drv.Error, drv.LogicError, drv.LaunchError, drv.MemoryError = Error, LogicError, LaunchError, MemoryError_
+    drv.CompileError = CompileError
     drv.Device, drv.Context, drv.Event = Device, Context, Event
     drv.device_attribute, drv.function_attribute = attrs, fattrs
     drv.mem_alloc = DeviceAllocation

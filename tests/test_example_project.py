@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -98,3 +99,19 @@ def test_re_tuning_the_committed_lock_never_makes_it_worse(tmp_path: Path) -> No
             assert "faster than lock" in row["message"], row["message"]
     if not any(rows[key]["lock_written"] for key in committed["entries"]):
         assert lockfile.read_bytes() == committed_bytes
+
+
+@pytest.mark.skipif(not (sys.platform.startswith("linux") and platform.machine() == "x86_64"),
+                    reason="the cuda-bindings/NVRTC wheels exist for Linux x86-64")
+def test_cuda_kernels_compile_without_a_gpu(example_copy: Path) -> None:
+    """The GPU-less CI job of the README: every CUDA test's kernel compiles for sm_80 and sm_90 with NVRTC."""
+    done = _run(example_copy, "tests/test_cuda_kernels.py", "--autotune-compile=sm_80,sm_90",
+                "--autotune-compile-sample=2", "--autotune-report=compile.json")
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    rows = json.loads((example_copy / "compile.json").read_text())["kernels"]
+    assert {(r["kernel"], r["mode"], r["status"]) for r in rows} == {
+        ("vector_add", "compile", "compiled"), ("matmul", "compile", "compiled"),
+        ("convolution", "compile", "compiled"), ("reduce_sum", "compile", "compiled")}
+    for r in rows:
+        assert set(r["compile"]) == {"sm_80", "sm_90"}
+        assert all(c["compiled"] == 2 and c["compile"] == c["resources"] == 0 for c in r["compile"].values())

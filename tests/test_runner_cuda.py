@@ -48,6 +48,10 @@ VADD = r"""
 extern "C" __global__ void vadd(float *c, const float *a, const float *b, int n) {
     extern __shared__ float scratch[];
     int i = blockIdx.x * block_size_x + threadIdx.x;
+#if STATIC_SMEM
+    __shared__ volatile char fixed[STATIC_SMEM];  /* static shared memory the launch must account for */
+    fixed[threadIdx.x % STATIC_SMEM] = 0;
+#endif
 #if MODE == 1
     if (i < n) c[i] = a[i] - b[i];                /* wrong output */
 #elif MODE == 2
@@ -96,6 +100,14 @@ class CUDADriverError(Exception):
         ("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: too many resources requested for launch", "launch",
          FailureKind.LAUNCH, False),
         ("CUDA_ERROR_INVALID_VALUE: invalid argument", "launch", FailureKind.LAUNCH, False),
+        # PyCUDA writes cuGetErrorString's text only (pycuda src/cpp/cuda.hpp, error::make_message)
+        ("cuLaunchKernel failed: invalid argument", "launch", FailureKind.LAUNCH, False),
+        ("cuLaunchKernel failed: too many resources requested for launch", "launch", FailureKind.LAUNCH, False),
+        ("cuLaunchKernel failed: too many blocks in cooperative launch", "launch", FailureKind.LAUNCH, False),
+        ("cuLaunchKernel failed: unspecified launch failure", "launch", FailureKind.RUNTIME, True),
+        ("cuCtxSynchronize failed: the launch timed out and was terminated", "run", FailureKind.RUNTIME, True),
+        ("cuCtxSynchronize failed: an illegal instruction was encountered", "run", FailureKind.RUNTIME, True),
+        ("cudaErrorIllegalAddress: an illegal memory access was encountered", "run", FailureKind.RUNTIME, True),
         ("something odd", "launch", FailureKind.LAUNCH, True),
         ("something odd", "run", FailureKind.RUNTIME, True),
     ],
@@ -124,9 +136,20 @@ def test_kernel_resource_limits():
         return check_kernel_resources(**args)
 
     assert check() is None
-    assert "registers per block" in check(registers_per_thread=255, threads=1024, kernel_max_threads=None)
-    assert "static" in check(static_smem=40 * 1024, dynamic_smem=9 * 1024)
+    assert "= 261120 registers exceed max_registers_per_block = 65536" in check(
+        registers_per_thread=255, threads=1024, kernel_max_threads=None)
+    assert "static + 9216 bytes dynamic shared memory exceed max_shared_memory_per_block" in check(
+        static_smem=40 * 1024, dynamic_smem=9 * 1024)
     assert "this kernel's limit" in check(threads=1024, registers_per_thread=32, kernel_max_threads=512)
+    limits = {**LIMITS, "max_shared_memory_per_block": 227 * 1024, "max_static_shared_memory_per_block": 48 * 1024}
+    assert "exceed max_static_shared_memory_per_block = 49152" in check(static_smem=49 * 1024, limits=limits)
+    assert check(static_smem=40 * 1024, dynamic_smem=100 * 1024, limits=limits) is None
+
+
+def test_resources_failures_are_invalid_configs_in_kernel_tuner_caches():
+    from pytest_autotune.datasets import KERNEL_TUNER_FAILURE_TEXT
+
+    assert KERNEL_TUNER_FAILURE_TEXT[FailureKind.RESOURCES] == "InvalidConfig"
 
 
 def test_mangled_patterns_and_symbol_lookup():
@@ -163,6 +186,22 @@ def test_symbol_lookup_on_a_real_object_file(tmp_path):
     assert find_kernel_symbol(data, "kern<16, 8, float>") == "_Z4kernILi16ELj8EfEvPT1_i"
     assert find_kernel_symbol(data, "kern<-3, 8, double>") == "_Z4kernILin3ELj8EdEvPT1_i"
     assert find_kernel_symbol(data, "plain") == "_Z5plainPf"
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+def test_instantiation_reference_compiles_cleanly_and_emits_the_instance(tmp_path):
+    """The line the pycuda runner appends to template kernels: valid C++ (with its unused attribute), no
+    warning under -Wall -Werror, and the instance it names is emitted (nvcc's front end is EDG, g++'s syntax)."""
+    from pytest_autotune.runners.cuda_common import instantiation_reference
+
+    src = tmp_path / "t.cpp"
+    src.write_text("template <int A, typename T> void kern(T *x) { x[0] = A; }\n"
+                   + instantiation_reference("kern<16, float>"))
+    obj = tmp_path / "t.o"
+    done = subprocess.run(["g++", "-Wall", "-Wextra", "-Werror", "-c", str(src), "-o", str(obj)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert find_kernel_symbol(obj.read_bytes(), "kern<16, float>") == "_Z4kernILi16EfEvPT0_"
 
 
 class FakeGpuExecutor(CompiledKernelExecutor):
@@ -235,7 +274,7 @@ def test_invalid_configurations_are_rejected_before_compiling():
     assert over.failure is FailureKind.INVALID and "shared memory" in over.detail
     assert runner._impl.compiled == []
     regs = runner.evaluate({"block_size_x": 1024, "smem": 0, "MODE": 4})
-    assert regs.failure is FailureKind.INVALID and "registers" in regs.detail
+    assert regs.failure is FailureKind.RESOURCES and "max_registers_per_block" in regs.detail
     assert runner._impl.compiled == ["vadd"]  # register use is only known after compiling
     good = runner.evaluate({"block_size_x": 256, "smem": 1024, "MODE": 0})
     assert good.ok and good.extra["grid"] == [391, 1, 1] and good.extra["block"] == [256, 1, 1]
@@ -311,7 +350,7 @@ def test_cuda_runner_glue_on_a_fake_device(fake_backend, extern_c):
     threads = runner.evaluate({"block_size_x": 2048, "smem": 0, "MODE": 0})
     assert threads.failure is FailureKind.INVALID and "compile_s" not in threads.timings
     regs = runner.evaluate({"block_size_x": 1024, "smem": 0, "MODE": 4})
-    assert regs.failure is FailureKind.INVALID and "registers" in regs.detail
+    assert regs.failure is FailureKind.RESOURCES and "max_registers_per_block" in regs.detail
     assert len(state.launches) == launches  # nothing launched for invalid configurations
 
     broken = runner.evaluate({"block_size_x": 128, "smem": 0, "MODE": 2})
@@ -404,6 +443,16 @@ def test_gpu_limits_are_invalid_before_launch(backend):
         assert too_much.failure is FailureKind.INVALID and "shared memory" in too_much.detail
         big_but_fine = runner.evaluate({"block_size_x": 128, "smem": min(limit, 64 * 1024), "MODE": 0})
         assert big_but_fine.ok, big_but_fine.detail  # above the 48 KiB default: needs the opt-in
+
+
+@pytest.mark.gpu
+def test_gpu_static_plus_dynamic_shared_memory_opt_in(backend):
+    """16 KiB static + 40 KiB dynamic: above the 48 KiB default only together, so the runner must opt in."""
+    spec = vadd_spec(shared_mem="smem")
+    with make_runner(spec, runner=backend, measure=FAST) as runner:
+        m = runner.evaluate({"block_size_x": 128, "smem": 40 * 1024, "STATIC_SMEM": 16 * 1024, "MODE": 0})
+        assert m.ok, m.detail
+        assert m.extra["static_shared_mem"] >= 16 * 1024
 
 
 @pytest.mark.gpu

@@ -12,7 +12,11 @@
 #define TILE_M (block_size_y * tile_size_y)
 #define TILE_N (block_size_x * tile_size_x)
 
-extern "C" __global__ void matmul(float *__restrict__ C, const float *__restrict__ A,
+/* __launch_bounds__(threads, 1): ptxas keeps registers/thread x threads within the register
+ * file (64 K), spilling if it must, so every block shape the restrictions allow can launch;
+ * the 1 (one resident block is enough) leaves small blocks the registers they would use without it. */
+extern "C" __global__ void __launch_bounds__(block_size_x * block_size_y, 1)
+matmul(float *__restrict__ C, const float *__restrict__ A,
                                   const float *__restrict__ B, int n) {
     __shared__ float As[TILE_M][TILE_K];
     __shared__ float Bs[TILE_K][TILE_N];

@@ -1,12 +1,17 @@
-"""CUDA kernels tuned with the CuPy runner (PyCUDA when CuPy is absent); skipped without a GPU."""
+"""CUDA kernels tuned with the CuPy runner (PyCUDA when CuPy is absent); skipped without a GPU.
+
+Without a GPU, ``pytest --autotune-compile=sm_80,sm_90`` still compiles every kernel's
+configurations with NVRTC and fails on one the restrictions allow that cannot work.
+The search spaces live in ``example_kernels.cuda``.
+"""
 import numpy as np
 import pytest
 
 from example_kernels import convolution_reference, kernel_path, matmul_reference, rng
+from example_kernels.cuda import CONVOLUTION, MATMUL, MATMUL_CUDA_N, REDUCTION, VECTOR_ADD
 
 
-@pytest.mark.tune(params={"block_size_x": [64, 128, 256, 512, 1024], "WORK_PER_THREAD": [1, 2, 4, 8]},
-                  restrictions=["block_size_x <= max_threads"])
+@pytest.mark.tune(params=VECTOR_ADD.params, restrictions=VECTOR_ADD.restrictions)
 def test_vector_add(autotune):
     n = 1 << 24
     a = rng(1).random(n, dtype=np.float32)
@@ -14,42 +19,23 @@ def test_vector_add(autotune):
     c = np.zeros_like(a)
     result = autotune.kernel(kernel_path("vector_add.cu"), "vector_add", n, [c, a, b, np.int32(n)],
                              expected=[a + b, None, None, None],
-                             grid_div_x=["block_size_x", "WORK_PER_THREAD"])
+                             grid_div_x=VECTOR_ADD.grid_div_x)
     assert result.params["block_size_x"] * result.params["WORK_PER_THREAD"] >= 64
 
 
-@pytest.mark.tune(
-    params={"block_size_x": [8, 16, 32, 64], "block_size_y": [2, 4, 8, 16, 32],
-            "tile_size_x": [1, 2, 4, 8], "tile_size_y": [1, 2, 4, 8], "TILE_K": [8, 16, 32], "UNROLL": [1, 4]},
-    restrictions=[
-        "block_size_x * block_size_y <= max_threads",
-        "block_size_x * block_size_y >= 64",
-        # shared memory of the two staged tiles, in bytes, within the per-block limit
-        "(block_size_y * tile_size_y * TILE_K + TILE_K * block_size_x * tile_size_x) * 4 <= max_shared_memory_per_block",
-        "4096 % (block_size_x * tile_size_x) == 0 and 4096 % (block_size_y * tile_size_y) == 0",
-        "tile_size_x * tile_size_y <= 32",  # registers per thread for the accumulators
-    ],
-    budget=60,
-)
+@pytest.mark.tune(params=MATMUL.params, restrictions=MATMUL.restrictions, budget=60)
 def test_tiled_matmul(autotune):
-    n = 4096
+    n = MATMUL_CUDA_N
     a = rng(1).random((n, n), dtype=np.float32)
     b = rng(2).random((n, n), dtype=np.float32)
     c = np.zeros((n, n), dtype=np.float32)
     autotune.kernel(kernel_path("matmul.cu"), "matmul", (n, n), [c, a, b, np.int32(n)],
                     expected=[matmul_reference(a, b), None, None, None], rtol=1e-3, atol=1e-2,
-                    grid_div_x=["block_size_x", "tile_size_x"], grid_div_y=["block_size_y", "tile_size_y"])
+                    grid_div_x=MATMUL.grid_div_x, grid_div_y=MATMUL.grid_div_y)
 
 
-@pytest.mark.tune(
-    params={"block_size_x": [16, 32, 64, 128], "block_size_y": [1, 2, 4, 8, 16],
-            "tile_size_x": [1, 2, 4], "tile_size_y": [1, 2, 4], "use_shmem": [0, 1], "FH": [7], "FW": [7]},
-    restrictions=["block_size_x * block_size_y <= max_threads",
-                  "use_shmem == 0 or (block_size_y * tile_size_y + FH - 1) * (block_size_x * tile_size_x + FW - 1) * 4"
-                  " <= max_shared_memory_per_block"],
-    strategy={"name": "bayes"},
-    budget=50,
-)
+@pytest.mark.tune(params=CONVOLUTION.params, restrictions=CONVOLUTION.restrictions, strategy={"name": "bayes"},
+                  budget=50)
 def test_convolution(autotune):
     h = w = 2048
     fh = fw = 7
@@ -59,12 +45,10 @@ def test_convolution(autotune):
     autotune.kernel(kernel_path("convolution.cu"), "convolution", (w, h),
                     [out, image, filt, np.int32(w), np.int32(h)],
                     expected=[convolution_reference(image, filt), None, None, None, None], rtol=1e-4, atol=1e-3,
-                    grid_div_x=["block_size_x", "tile_size_x"], grid_div_y=["block_size_y", "tile_size_y"])
+                    grid_div_x=CONVOLUTION.grid_div_x, grid_div_y=CONVOLUTION.grid_div_y)
 
 
-@pytest.mark.tune(params={"block_size_x": [32, 64, 128, 256, 512, 1024], "ELEMS_PER_THREAD": [1, 2, 4, 8, 16],
-                          "USE_SHUFFLE": [0, 1]},
-                  restrictions=["block_size_x <= max_threads"])
+@pytest.mark.tune(params=REDUCTION.params, restrictions=REDUCTION.restrictions)
 def test_reduction(autotune):
     n = 1 << 25
     x = rng(1).random(n, dtype=np.float32)
@@ -80,4 +64,4 @@ def test_reduction(autotune):
     # configuration with fewer blocks writes fewer partial sums); `verify` checks their total.
     autotune.kernel(kernel_path("reduction.cu"), "reduce_sum", n, [partial, x, np.int32(n)],
                     expected=[np.zeros_like(partial), None, None], verify=sums_to_total,
-                    grid_div_x=["block_size_x", "ELEMS_PER_THREAD"])
+                    grid_div_x=REDUCTION.grid_div_x)

@@ -36,13 +36,28 @@ def import_cupy(device_id: int = 0) -> Any:
         raise BackendUnavailable(f"no usable CUDA device for CuPy: {exc}") from None
     if count <= device_id:
         raise BackendUnavailable(f"CUDA device {device_id} requested but {count} device(s) present")
+    try:  # CuPy 14 ships without the toolkit: NVRTC comes with its [ctk] extra
+        cupy.cuda.nvrtc.getVersion()
+    except Exception as exc:
+        raise BackendUnavailable(
+            f"CuPy cannot load NVRTC, so no kernel could compile ({type(exc).__name__}: {exc}); "
+            'install the CUDA toolkit libraries: pip install "cupy-cuda12x[ctk]" (or pytest-autotune[cuda])'
+        ) from None
     return cupy
 
 
 class CupyExecutor(CudaExecutor):
-    """In-process half of :class:`CupyRunner`."""
+    """In-process half of :class:`CupyRunner`.
+
+    CuPy memoizes every compiled module for the life of the process
+    (``_get_raw_module``), so a long search would keep thousands of modules
+    loaded; every ``forget_modules_every`` configurations the executor clears
+    CuPy's memo (``cupy.clear_memo``) and the modules are unloaded once no
+    kernel refers to them. Recompiling is not needed: CuPy's disk cache has them.
+    """
 
     name = "cupy"
+    forget_modules_every = 64
 
     def __init__(self, spec: KernelSpec, measure: MeasureOptions | None = None, *, device_id: int = 0) -> None:
         super().__init__(spec, measure)
@@ -64,6 +79,7 @@ class CupyExecutor(CudaExecutor):
         self.start_event, self.end_event = cp.cuda.Event(), cp.cuda.Event()
         self._flush: Any = None
         self._flush_value = 0
+        self._compiled_since_clear = 0
         cp.cuda.Device(device_id).synchronize()
 
     # -- compile ---------------------------------------------------------------
@@ -95,6 +111,12 @@ class CupyExecutor(CudaExecutor):
 
     def _allow_dynamic_smem(self, fn: Any, smem: int) -> None:
         fn.max_dynamic_shared_size_bytes = smem
+
+    def release(self, kernel: Any) -> None:
+        self._compiled_since_clear += 1
+        if self._compiled_since_clear >= self.forget_modules_every:
+            self._compiled_since_clear = 0
+            self.cp.clear_memo()
 
     # -- run -------------------------------------------------------------------
     def restore_outputs(self) -> None:

@@ -53,11 +53,24 @@ class DeviceInfo:
 
 # ----------------------------------------------------------------------------
 # Detection. Each function returns a DeviceInfo whose ``properties`` hold the
-# limits the runner exposes as restriction constants.
+# limits the runner exposes as restriction constants. The CUDA ones (the same
+# keys as the per-architecture table in :mod:`.cuda_arch`):
+#   max_threads                          threads per block
+#   max_shared_memory_per_block          static + dynamic shared memory of a block after the kernel
+#                                        opts in (sharedMemPerBlockOptin): 227 KiB on H100
+#   max_shared_memory_per_block_default  static + dynamic without the opt-in (sharedMemPerBlock, 48 KiB)
+#   max_static_shared_memory_per_block   __shared__ arrays sized at compile time: 48 KiB, ptxas
+#                                        refuses more; bound static tiles by this one, not the opt-in
+#   max_shared_memory                    shared memory per multiprocessor
+#   max_registers_per_block              registers per thread x threads per block must fit
 # ----------------------------------------------------------------------------
+STATIC_SHARED_MEMORY_LIMIT = 48 * 1024  # every architecture from sm_20 to sm_120 (see cuda_arch)
+
 _CUDA_CONSTANT_KEYS = (
     "max_threads",
     "max_shared_memory_per_block",
+    "max_shared_memory_per_block_default",
+    "max_static_shared_memory_per_block",
     "max_shared_memory",
     "max_registers_per_block",
     "warp_size",
@@ -177,6 +190,7 @@ def detect_cuda_device_cupy(device_id: int = 0) -> DeviceInfo:
         "max_threads": p["maxThreadsPerBlock"],
         "max_shared_memory_per_block": p.get("sharedMemPerBlockOptin") or p["sharedMemPerBlock"],
         "max_shared_memory_per_block_default": p["sharedMemPerBlock"],
+        "max_static_shared_memory_per_block": min(p["sharedMemPerBlock"], STATIC_SHARED_MEMORY_LIMIT),
         "max_shared_memory": p.get("sharedMemPerMultiprocessor", p["sharedMemPerBlock"]),
         "max_registers_per_block": p["regsPerBlock"],
         "warp_size": p["warpSize"],
@@ -218,6 +232,7 @@ def detect_cuda_device_pycuda(device_id: int = 0) -> DeviceInfo:
         "max_threads": attr("MAX_THREADS_PER_BLOCK"),
         "max_shared_memory_per_block": attr("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN", smem_block) or smem_block,
         "max_shared_memory_per_block_default": smem_block,
+        "max_static_shared_memory_per_block": min(smem_block, STATIC_SHARED_MEMORY_LIMIT),
         "max_shared_memory": attr("MAX_SHARED_MEMORY_PER_MULTIPROCESSOR", smem_block),
         "max_registers_per_block": attr("MAX_REGISTERS_PER_BLOCK"),
         "warp_size": attr("WARP_SIZE", 32),

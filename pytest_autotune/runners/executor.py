@@ -7,7 +7,7 @@ here so every backend fails the same way for the same reason:
 
     geometry + device limits  -> INVALID    (nothing compiled yet)
     compile                   -> COMPILE    (compiler log in ``detail``)
-    kernel resource limits    -> INVALID    (registers, static shared memory)
+    kernel resource limits    -> RESOURCES  (registers, shared memory; the limit is named)
     verification run          -> LAUNCH / RUNTIME
     compare outputs           -> WRONG_OUTPUT
     warm-up + timed runs      -> Measurement with every sample
@@ -204,7 +204,7 @@ class CompiledKernelExecutor(Executor):
             extra.update(self._guarded("launch", lambda: self.kernel_info(kernel)))
             reason = self._guarded("launch", lambda: self.check_compiled(kernel, geometry))
             if reason:
-                return failed(FailureKind.INVALID, reason, **extra)
+                return failed(FailureKind.RESOURCES, reason, **extra)
             return self._run_and_time(params, kernel, geometry, keep_outputs, timings, extra, start)
         except RunFailure as exc:
             if exc.poisoned:
@@ -284,7 +284,7 @@ def check_launch_limits(geometry: Geometry, limits: Mapping[str, Any]) -> str | 
             return f"grid dimension {axis} = {size} exceeds the device limit of {limit}"
     max_smem = limits.get("max_shared_memory_per_block")
     if max_smem and smem > max_smem:
-        return f"{smem} bytes of dynamic shared memory exceed the per-block limit of {max_smem}"
+        return f"{smem} bytes of dynamic shared memory exceed max_shared_memory_per_block = {max_smem}"
     return None
 
 
@@ -296,18 +296,30 @@ def check_kernel_resources(
     kernel_max_threads: int | None,
     limits: Mapping[str, Any],
 ) -> str | None:
-    """Post-compile check from the kernel's attributes (registers, static shared memory)."""
+    """Reason a compiled kernel cannot launch with this block, naming the limit (None when it can).
+
+    Checked before any launch, from what the compiler reports (registers per
+    thread, static shared memory): registers x threads against
+    ``max_registers_per_block``, static shared memory against
+    ``max_static_shared_memory_per_block``, static + dynamic against the
+    opt-in ``max_shared_memory_per_block`` (the driver's rule for
+    ``cudaFuncAttributeMaxDynamicSharedMemorySize``), and the kernel's own
+    thread limit (``cudaFuncAttributes.maxThreadsPerBlock``).
+    """
+    max_static = limits.get("max_static_shared_memory_per_block")
+    if max_static and static_smem > max_static:
+        return f"{static_smem} bytes of static shared memory exceed max_static_shared_memory_per_block = {max_static}"
     max_smem = limits.get("max_shared_memory_per_block")
     if max_smem and static_smem + dynamic_smem > max_smem:
         return (
             f"{static_smem} bytes static + {dynamic_smem} bytes dynamic shared memory exceed "
-            f"the per-block limit of {max_smem}"
+            f"max_shared_memory_per_block = {max_smem}"
         )
     max_regs = limits.get("max_registers_per_block")
     if max_regs and registers_per_thread * threads > max_regs:
         return (
             f"{registers_per_thread} registers/thread x {threads} threads = {registers_per_thread * threads} "
-            f"registers per block exceed the limit of {max_regs}"
+            f"registers exceed max_registers_per_block = {max_regs}"
         )
     if kernel_max_threads and threads > kernel_max_threads:
         return f"{threads} threads per block exceed this kernel's limit of {kernel_max_threads} (register use)"

@@ -56,6 +56,8 @@ __all__ = ["NcuError", "NCU_ENV", "default_metrics", "kernel_filter", "find_ncu"
            "parse_ncu_csv", "parse_ncu_csv_launches", "write_profile_job", "profile_kernel", "PROFILE_SCRIPT"]
 
 NCU_ENV = "AUTOTUNE_NCU"
+DEFAULT_SHARED_MEMORY = 48 * 1024
+"""Static + dynamic shared memory a kernel may use before it must opt in (every architecture)."""
 """Environment variable with the path of the ``ncu`` executable (else ``ncu`` on PATH, else CUDA's bin folder)."""
 
 
@@ -259,11 +261,12 @@ for i, kind in enumerate(job["arg_kinds"]):
 with open(job["source_file"]) as f:
     source = f.read()
 name = job["kernel_name"]
-module = cp.RawModule(code=source, options=tuple(job["options"]),
-                      name_expressions=[name] if job["is_template"] else None)
+# A name expression for every kernel, as the runner does: NVRTC then resolves the
+# lowered name, so kernels without extern "C" are found too.
+module = cp.RawModule(code=source, options=tuple(job["options"]), name_expressions=[name])
 kernel = module.get_function(name)
 smem = int(job["shared_mem"])
-if smem > 48 * 1024:
+if kernel.shared_size_bytes + smem > job["default_shared_mem"]:  # the driver limits static + dynamic
     kernel.max_dynamic_shared_size_bytes = smem
 kernel(tuple(job["grid"]), tuple(job["block"]), tuple(args), shared_mem=smem)
 cp.cuda.runtime.deviceSynchronize()
@@ -299,7 +302,7 @@ def write_profile_job(directory: str | os.PathLike, spec: KernelSpec, params: Ma
         options.append(f"-I{spec.source_file.parent}")
     job = {"source_file": str(src_path), "kernel_name": name, "is_template": spec.is_template, "options": options,
            "grid": list(grid), "block": list(block), "shared_mem": int(smem), "args_file": str(d / "args.npz"),
-           "arg_kinds": kinds, "device_id": int(device_id)}
+           "arg_kinds": kinds, "device_id": int(device_id), "default_shared_mem": DEFAULT_SHARED_MEMORY}
     job_path = d / "job.json"
     job_path.write_text(json.dumps(job, indent=1))
     script = d / "profile_job.py"

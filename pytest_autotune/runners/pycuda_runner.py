@@ -11,6 +11,7 @@ share it with CuPy or other libraries. Timing uses ``pycuda.driver.Event``.
 from __future__ import annotations
 
 import shutil
+import warnings
 from typing import Any
 
 import numpy as np
@@ -43,6 +44,33 @@ def import_pycuda(device_id: int = 0, nvcc: str = "nvcc") -> Any:
     return drv
 
 
+# Format characters PyCUDA's argument packer (pycuda/_pvt_struct) understands: the
+# struct module's integer, bool and float codes plus "F"/"D" for complex64/128.
+# float16 ("e") is not among them: a half is passed as its 16 bits ("H"), which
+# has the size and alignment of __half.
+_PVT_STRUCT_CODES = frozenset("bBhHiIlLqQ?fdFD")
+
+
+def prepared_arguments(args: list[Any], buffers: list[Any]) -> tuple[str, list[Any]]:
+    """``prepare`` format string and ``prepared_call`` values for ``args`` (device pointers for arrays)."""
+    codes, values = [], []
+    for i, (arg, buf) in enumerate(zip(args, buffers)):
+        if isinstance(arg, np.ndarray):
+            codes.append("P")
+            values.append(int(buf))
+            continue
+        scalar = np.asarray(arg)
+        if scalar.dtype == np.float16:
+            codes.append("H")
+            values.append(int(scalar.view(np.uint16)))
+        elif scalar.dtype.char in _PVT_STRUCT_CODES:
+            codes.append(scalar.dtype.char)
+            values.append(arg)
+        else:
+            raise SpecError(f"argument {i} is a {scalar.dtype} scalar, which PyCUDA cannot pass to a kernel")
+    return "".join(codes), values
+
+
 class PycudaExecutor(CudaExecutor):
     """In-process half of :class:`PycudaRunner`."""
 
@@ -66,30 +94,40 @@ class PycudaExecutor(CudaExecutor):
         self._nvcc_compile = nvcc_compile
         self.nvcc = nvcc
         self.cache_dir = cache_dir
+        self.buffers: list[Any] = []
+        self.pristine: dict[int, Any] = {}
+        self._flush: Any = None
         self.context = drv.Device(device_id).retain_primary_context()
         self.context.push()
+        try:
+            self._set_up(spec, device_id)
+        except BaseException:
+            # A context left pushed makes PyCUDA abort the process at exit
+            # ("context stack was not empty upon module cleanup").
+            self.close()
+            raise
+
+    def _set_up(self, spec: KernelSpec, device_id: int) -> None:
+        """Device query and buffers, inside the pushed context."""
+        drv = self.drv
         self._device = detect_cuda_device_pycuda(device_id)
         self._constants = cuda_constants(self._device)
         self.default_smem = int(self._device.properties.get("max_shared_memory_per_block_default", 48 * 1024))
         self.include_dirs = [str(spec.source_file.parent)] if spec.source_file else []
         self.outputs = spec.output_indices
-        self.buffers: list[Any] = []
-        self.pristine: dict[int, Any] = {}
         for i, arg in enumerate(spec.args):
             if isinstance(arg, np.ndarray):
                 alloc = drv.mem_alloc(max(arg.nbytes, 1))
-                drv.memcpy_htod(alloc, arg)
                 self.buffers.append(alloc)
+                drv.memcpy_htod(alloc, arg)
                 if i in self.outputs:
                     copy = drv.mem_alloc(max(arg.nbytes, 1))
-                    drv.memcpy_dtod(copy, alloc, arg.nbytes)
                     self.pristine[i] = copy
+                    drv.memcpy_dtod(copy, alloc, arg.nbytes)
             else:
                 self.buffers.append(arg)
-        self.typestr = "".join("P" if isinstance(a, np.ndarray) else np.asarray(a).dtype.char for a in spec.args)
-        self.cargs = [int(b) if isinstance(a, np.ndarray) else a for a, b in zip(spec.args, self.buffers)]
+        self.typestr, self.cargs = prepared_arguments(spec.args, self.buffers)
         self.start_event, self.end_event = drv.Event(), drv.Event()
-        self._flush: Any = None
         self._flush_bytes = 0
         self._flush_value = 0
         drv.Context.synchronize()
@@ -100,14 +138,18 @@ class PycudaExecutor(CudaExecutor):
         if self.spec.is_template:
             source = source + instantiation_reference(name)
         try:
-            cubin = self._nvcc_compile(
-                source,
-                nvcc=self.nvcc,
-                options=list(self.spec.compiler_options),
-                no_extern_c=True,
-                include_dirs=self.include_dirs,
-                cache_dir=self.cache_dir,
-            )
+            with warnings.catch_warnings(record=True) as remarks:
+                # PyCUDA reports anything nvcc printed on success as a UserWarning;
+                # under filterwarnings=error that would abort the whole search.
+                warnings.simplefilter("always")
+                cubin = self._nvcc_compile(
+                    source,
+                    nvcc=self.nvcc,
+                    options=list(self.spec.compiler_options),
+                    no_extern_c=True,
+                    include_dirs=self.include_dirs,
+                    cache_dir=self.cache_dir,
+                )
         except drv.CompileError as exc:
             raise CompileFailed(str(exc)) from None
         try:
@@ -120,7 +162,7 @@ class PycudaExecutor(CudaExecutor):
             fn.prepare(self.typestr)
         except Exception as exc:
             raise CompileFailed(f"{type(exc).__name__}: {exc}") from None
-        return module, fn
+        return module, fn, "\n".join(str(w.message) for w in remarks)
 
     def _attr(self, fn: Any, name: str) -> int:
         return int(fn.get_attribute(getattr(self.drv.function_attribute, name)))
@@ -132,6 +174,7 @@ class PycudaExecutor(CudaExecutor):
             "static_shared_mem": self._attr(fn, "SHARED_SIZE_BYTES"),
             "local_mem": self._attr(fn, "LOCAL_SIZE_BYTES"),
             "max_threads_per_block": self._attr(fn, "MAX_THREADS_PER_BLOCK"),
+            **({"compiler_output": kernel[2]} if len(kernel) > 2 and kernel[2] else {}),
         }
 
     def _allow_dynamic_smem(self, fn: Any, smem: int) -> None:

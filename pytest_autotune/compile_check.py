@@ -1,0 +1,291 @@
+"""Compile a kernel's configurations for GPU architectures without a GPU (``pytest --autotune-compile=sm_80,sm_90``).
+
+Most CI machines have no GPU, so a kernel change that breaks some
+configurations would only show on the next tuning run. This check compiles,
+with NVRTC alone (no CuPy, no driver), for each named architecture:
+
+* the locked winner of every lockfile whose device has that architecture,
+* the search space's valid configurations under that architecture's limits
+  (:func:`~pytest_autotune.runners.cuda_arch.arch_limits`): all of them when
+  there are at most ``sample``, else a seeded sample of ``sample``,
+
+and reports each one that the restrictions allow but that does not compile
+(``compile``) or exceeds the architecture's static limits (``resources``:
+registers x threads, static and static + dynamic shared memory, block shape;
+the limit is named). Spills are recorded per configuration.
+
+:func:`check_kernel` is the engine entry point (plain Python);
+:func:`check_in_test` is the thin adapter the ``autotune`` fixture calls.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from .runners.cuda_arch import ARCH_LIMITS, arch_limits, parse_arch
+from .runners.errors import InvalidConfiguration
+from .runners.executor import check_kernel_resources, check_launch_limits
+from .runners.kernel import KernelSpec, launch_geometry
+from .runners.nvrtc import compile_configuration
+from .space import SearchSpace
+
+DEFAULT_SAMPLE = 64
+STATUSES = ("ok", "compile", "resources", "invalid")
+_TOO_MUCH_SHARED = re.compile(r"uses too much shared data \((0x[0-9a-fA-F]+) bytes, (0x[0-9a-fA-F]+) max\)")
+
+
+@dataclass
+class ConfigCheck:
+    """One configuration compiled for one architecture."""
+
+    arch: int
+    params: dict[str, Any]
+    origin: str  # "locked" (a lockfile's winner) or "space"
+    status: str  # one of STATUSES
+    detail: str = ""
+    resources: dict[str, int] | None = None  # registers, static_shared_mem, stack_frame, spill_stores, spill_loads
+    lowered_name: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def spills(self) -> bool:
+        return bool(self.resources and (self.resources["spill_stores"] or self.resources["spill_loads"]))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"arch": f"sm_{self.arch}", "params": self.params, "origin": self.origin, "status": self.status,
+                "detail": self.detail, "resources": self.resources, "lowered_name": self.lowered_name,
+                "seconds": round(self.seconds, 4)}
+
+
+@dataclass
+class CompileCheckReport:
+    """Every configuration checked for one kernel, and the size of each architecture's valid space."""
+
+    kernel: str
+    checks: list[ConfigCheck] = field(default_factory=list)
+    space_sizes: dict[int, int] = field(default_factory=dict)
+
+    def failures(self) -> list[ConfigCheck]:
+        return [c for c in self.checks if not c.ok]
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        """Per architecture: configurations compiled, failures by status, configurations that spill."""
+        out: dict[str, dict[str, int]] = {}
+        for arch, size in self.space_sizes.items():
+            mine = [c for c in self.checks if c.arch == arch]
+            row = {"valid_configurations": size, "compiled": len(mine)}
+            row.update({s: sum(c.status == s for c in mine) for s in STATUSES if s != "ok"})
+            row["spilling"] = sum(c.spills for c in mine)
+            out[f"sm_{arch}"] = row
+        return out
+
+    def failure_message(self, limit: int = 5) -> str:
+        bad = self.failures()
+        lines = [f"{len(bad)} of {len(self.checks)} configurations of {self.kernel} that the restrictions allow "
+                 "cannot work:"]
+        for c in bad[:limit]:
+            params = ", ".join(f"{k}={v}" for k, v in c.params.items())
+            first = _first_lines(c.detail)
+            lines.append(f"  sm_{c.arch} {c.origin} {{{params}}}: {c.status}: {first}")
+        if len(bad) > limit:
+            lines.append(f"  ... and {len(bad) - limit} more")
+        return "\n".join(lines)
+
+
+def _first_lines(text: str, n: int = 3) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and "ptxas info" not in ln
+             and not ln.lstrip().startswith("ptxas         .")]
+    return " | ".join(lines[:n])
+
+
+# -- one configuration --------------------------------------------------------------------------------
+
+
+def check_configuration(spec: KernelSpec, params: Mapping[str, Any], arch: int | str, *,
+                        limits: Mapping[str, Any] | None = None, origin: str = "space") -> ConfigCheck:
+    """Compile ``params`` for ``arch`` and check the result against the architecture's static limits."""
+    cc = parse_arch(arch)
+    limits = dict(limits) if limits is not None else arch_limits(cc)
+    params = dict(params)
+    try:
+        geometry = launch_geometry(spec, params)
+    except InvalidConfiguration as exc:
+        return ConfigCheck(cc, params, origin, "invalid", str(exc))
+    reason = check_launch_limits(geometry, limits)
+    if reason:
+        return ConfigCheck(cc, params, origin, "resources", reason)
+    result = compile_configuration(spec, params, cc)
+    if not result.ok:
+        too_much = _TOO_MUCH_SHARED.search(result.log)
+        if too_much:
+            used, cap = (int(v, 16) for v in too_much.groups())
+            return ConfigCheck(cc, params, origin, "resources",
+                               f"{used} bytes of static shared memory exceed max_static_shared_memory_per_block = "
+                               f"{cap} (ptxas: {too_much.group(0)})", seconds=result.seconds)
+        return ConfigCheck(cc, params, origin, "compile", result.log, seconds=result.seconds)
+    res = result.resources
+    resources = res.as_dict() if res is not None else None
+    _, block, smem = geometry
+    reason = None
+    if res is not None:
+        reason = check_kernel_resources(threads=math.prod(block), static_smem=res.shared_mem, dynamic_smem=smem,
+                                        registers_per_thread=res.registers, kernel_max_threads=None, limits=limits)
+    status = "resources" if reason else "ok"
+    return ConfigCheck(cc, params, origin, status, reason or "", resources, result.lowered_name, result.seconds)
+
+
+# -- a kernel's configurations ------------------------------------------------------------------------
+
+
+def configurations_to_check(space: SearchSpace, sample: int = DEFAULT_SAMPLE, seed: int = 0) -> list[dict[str, Any]]:
+    """All of ``space`` when it has at most ``sample`` configurations, else a seeded sample of ``sample``."""
+    if sample < 1:
+        raise ValueError(f"sample must be at least 1, got {sample}")
+    n = len(space)
+    rows: Iterable[int] = range(n) if n <= sample else np.sort(np.random.default_rng(seed).choice(n, sample,
+                                                                                                 replace=False))
+    return [space.get(int(r)) for r in rows]
+
+
+def check_kernel(spec: KernelSpec, params: Mapping[str, Sequence[Any]], restrictions: Sequence[Any] | None,
+                 archs: Sequence[int | str], *, constants: Mapping[str, Any] | None = None,
+                 locked: Mapping[int, Sequence[Mapping[str, Any]]] | None = None, sample: int = DEFAULT_SAMPLE,
+                 seed: int = 0, name: str | None = None) -> CompileCheckReport:
+    """Compile ``spec``'s locked winners and valid configurations for every architecture in ``archs``.
+
+    The space is built per architecture with that architecture's limits as
+    restriction constants (``constants`` override them, as a marker's do).
+    ``locked`` maps an architecture to the winners locked for it.
+    """
+    report = CompileCheckReport(name or spec.kernel_name)
+    for arch in archs:
+        cc = parse_arch(arch)
+        limits = arch_limits(cc)
+        space = SearchSpace(dict(params), list(restrictions or []), {**limits, **(constants or {})})
+        report.space_sizes[cc] = len(space)
+        todo = [(dict(p), "locked") for p in (locked or {}).get(cc, [])]
+        todo += [(p, "space") for p in configurations_to_check(space, sample, seed)]
+        for config, origin in todo:
+            report.checks.append(check_configuration(spec, config, cc, limits=limits, origin=origin))
+    return report
+
+
+def device_arch(device: Mapping[str, Any] | None) -> int | None:
+    """Architecture of a lockfile's device: ``compute_capability`` 90, ``[9, 0]`` or ``"9.0"``; None if unknown."""
+    props = (device or {}).get("properties") or {}
+    value = props.get("compute_capability", props.get("compute_capability_str"))
+    try:
+        if isinstance(value, (list, tuple)) and len(value) == 2:
+            return int(value[0]) * 10 + int(value[1])
+        return parse_arch(value) if isinstance(value, (int, str)) and not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        return None
+
+
+def locked_winners(lockdir: str | Path, nodeid: str, kernel: str, archs: Sequence[int]) -> dict[int, list[dict]]:
+    """Winners of ``nodeid``'s ``kernel`` in every lockfile under ``lockdir`` whose device has one of ``archs``."""
+    from .lockfile import get_entry, read_lockfile
+
+    found: dict[int, list[dict]] = {}
+    for path in sorted(Path(lockdir).glob("*.json")) if Path(lockdir).is_dir() else ():
+        lock = read_lockfile(path)
+        cc = device_arch(lock.device) if lock else None
+        if cc not in archs:
+            continue
+        entry = get_entry(lock, nodeid, kernel)
+        if entry is not None:
+            found.setdefault(int(cc), []).append(dict(entry["params"]))
+    return found
+
+
+# -- command line -------------------------------------------------------------------------------------
+
+
+def parse_arch_list(text: str) -> list[int]:
+    """``--autotune-compile`` value: ``"sm_80,sm_90"`` -> ``[80, 90]``; argparse error naming the bad entry."""
+    archs = []
+    for part in (p.strip() for p in str(text).split(",")):
+        if not part:
+            continue
+        try:
+            cc = parse_arch(part)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        if cc not in ARCH_LIMITS:
+            known = ", ".join(f"sm_{a}" for a in sorted(ARCH_LIMITS))
+            raise argparse.ArgumentTypeError(f"no device limits for {part!r}; known architectures: {known}")
+        archs.append(cc)
+    if not archs:
+        raise argparse.ArgumentTypeError("expected a comma-separated list of architectures such as sm_80,sm_90")
+    return list(dict.fromkeys(archs))
+
+
+def positive_sample(text: str) -> int:
+    """``--autotune-compile-sample`` value: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of configurations >= 1, got {text!r}")
+    return value
+
+
+# -- the pytest adapter -------------------------------------------------------------------------------
+
+
+def check_in_test(autotune: Any, spec: KernelSpec, label: str) -> Any:
+    """What ``autotune.kernel`` does under ``--autotune-compile``: check, record a summary row, fail on a bad one.
+
+    Returns a :class:`~pytest_autotune.fixture.KernelResult` of mode
+    ``"compile"`` whose params are a locked winner (else the first valid
+    configuration); it has no timings (NaN) and no outputs.
+    """
+    import pytest
+
+    from .fixture import KernelResult
+    from .lockfile import LockfileError
+    from .measure import TimingStats
+    from .runners.nvrtc import nvrtc_unavailable_reason
+
+    item, settings = autotune.item, autotune.settings
+    archs: list[int] = item.config.getoption("autotune_compile")
+    sample: int = item.config.getoption("autotune_compile_sample") or DEFAULT_SAMPLE
+    reason = nvrtc_unavailable_reason()
+    if reason:
+        pytest.skip(f"autotune: --autotune-compile needs NVRTC: {reason}")
+    try:
+        locked = locked_winners(autotune.state.options.lockdir, item.nodeid, label, archs)
+    except LockfileError as exc:
+        pytest.fail(f"autotune: {exc}", pytrace=False)
+    report = check_kernel(spec, settings.params, settings.restrictions, archs, constants=settings.constants,
+                          locked=locked, sample=sample, seed=settings.seed or 0, name=label)
+    failures = report.failures()
+    chosen = next((c.params for c in report.checks if c.ok), {})
+    counts = report.counts()
+    item.user_properties.append(("autotune", {
+        "test": item.nodeid, "kernel": label, "mode": "compile", "status": "FAILED" if failures else "compiled",
+        "params": chosen, "evaluations": len(report.checks), "budget": len(report.checks), "strategy": "nvrtc",
+        "failures": {k: v for k, v in _failure_totals(report).items() if v},
+        "compile": counts, "spills": [c.as_dict() for c in report.checks if c.spills],
+        "message": report.failure_message() if failures else "",
+    }))
+    if failures:
+        pytest.fail(f"autotune: {report.failure_message()}", pytrace=False)
+    nan = float("nan")
+    stats = TimingStats(median=nan, mean=nan, min=nan, max=nan, iqr=nan, n=0, samples=[])
+    return KernelResult(label, "compile", dict(chosen), stats, None, None, None, {})
+
+
+def _failure_totals(report: CompileCheckReport) -> dict[str, int]:
+    return {s: sum(c.status == s for c in report.checks) for s in STATUSES if s != "ok"}

@@ -1,0 +1,148 @@
+"""``pytest --autotune-compile=sm_80,sm_90`` end to end: inner pytest sessions on a small CUDA kernel, real NVRTC.
+
+No GPU, no CuPy, no driver: the mode compiles with NVRTC alone. Runs where
+the cuda-bindings/NVRTC wheels exist (Linux x86-64, as in CI); skips elsewhere.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import platform
+import sys
+
+import pytest
+
+from pytest_autotune.lockfile import merge_entries
+from pytest_autotune.runners.device import DeviceInfo
+from pytest_autotune.runners.nvrtc import nvrtc_unavailable_reason
+
+WHEELS_EXIST = sys.platform.startswith("linux") and platform.machine() in ("x86_64", "AMD64")
+NVRTC_MISSING = nvrtc_unavailable_reason()
+pytestmark = pytest.mark.skipif(bool(NVRTC_MISSING) and not WHEELS_EXIST,
+                                reason=f"no cuda-bindings/NVRTC wheels for this platform: {NVRTC_MISSING}")
+
+# Inner sessions drop the modules they import; keep one copy of the heavy ones (see test_plugin_e2e).
+for _name in ("pytest_autotune.compile_check", "scipy.stats"):
+    importlib.import_module(_name)
+if not NVRTC_MISSING:
+    importlib.import_module("cuda.bindings.nvrtc")
+
+KERNEL = r"""
+/* Each block stages block_size_x * TILE floats in a static shared array. */
+extern "C" __global__ void stage(float *out, const float *in, int n) {
+    __shared__ float tile[block_size_x * TILE];
+    const int base = blockIdx.x * block_size_x * TILE;
+    for (int t = 0; t < TILE; t++) {
+        const int i = base + t * block_size_x + threadIdx.x;
+        tile[t * block_size_x + threadIdx.x] = i < n ? in[i] : 0.0f;
+    }
+    __syncthreads();
+    for (int t = 0; t < TILE; t++) {
+        const int i = base + t * block_size_x + threadIdx.x;
+        if (i < n) out[i] = 2.0f * tile[(t * block_size_x + threadIdx.x + 1) % (block_size_x * TILE)];
+    }
+}
+"""
+
+TEST = r"""
+import numpy as np
+import pytest
+
+n = 1 << 16
+x = np.arange(n, dtype=np.float32)
+
+
+@pytest.mark.tune(params={"block_size_x": [64, 128, 256, 512, 1024], "TILE": [1, 4, 16, 32, 64]},
+                  restrictions=["block_size_x * TILE * 4 <= LIMIT"])
+def test_stage(autotune):
+    result = autotune.kernel("stage.cu", "stage", n, [np.zeros_like(x), x, np.int32(n)],
+                             expected=[None, None, None], grid_div_x=["block_size_x", "TILE"])
+    assert result.mode == "compile" and result.outputs is None
+"""
+
+INNER_ARGS = ("-rs", "-p", "no:benchmark", "-p", "no:unraisableexception", "-p", "no:hypothesispytest",
+              "-p", "no:xdist", "-p", "no:randomly")
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makeini("[pytest]\n")
+    pytester.path.joinpath("stage.cu").write_text(KERNEL)
+    return pytester
+
+
+def write_test(pytester: pytest.Pytester, limit: str) -> None:
+    pytester.makepyfile(test_stage=TEST.replace("LIMIT", limit))
+
+
+def lock_winner(pytester: pytest.Pytester, cc: int, params: dict) -> None:
+    device = DeviceInfo(f"NVIDIA Test sm_{cc}", "cuda", properties={"compute_capability": cc})
+    entry = {"kernel": "stage", "test": "test_stage.py::test_stage", "params": params,
+             "stats": {"median": 1.0, "mean": 1.0, "min": 1.0, "iqr": 0.0, "n": 1}, "samples": [1.0],
+             "hashes": {"source": "a" * 16, "space": "b" * 16, "problem": "c" * 16}}
+    merge_entries(pytester.path / "autotune.lock" / f"{device.slug}.json", {"test_stage.py::test_stage::stage": entry},
+                  device)
+
+
+def report(pytester: pytest.Pytester) -> dict:
+    rows = json.loads((pytester.path / "report.json").read_text())["kernels"]
+    assert len(rows) == 1
+    return rows[0]
+
+
+def test_valid_space_and_locked_winner_compile(project):
+    write_test(project, "max_static_shared_memory_per_block")
+    lock_winner(project, 90, {"block_size_x": 256, "TILE": 16})
+    lock_winner(project, 75, {"block_size_x": 64, "TILE": 1})  # sm_75 is not asked for: not compiled
+    result = project.runpytest(*INNER_ARGS, "--autotune-compile=sm_80,sm_90", "--autotune-report=report.json")
+    result.assert_outcomes(passed=1)
+    row = report(project)
+    assert row["mode"] == "compile" and row["status"] == "compiled" and row["strategy"] == "nvrtc"
+    # 19 of the 25 configurations fit 48 KiB of static shared memory (block_size_x * TILE <= 12288), on both
+    # architectures; sm_90 also compiles its locked winner
+    assert row["compile"] == {arch: {"valid_configurations": 19, "compiled": 19 + (arch == "sm_90"), "compile": 0,
+                                     "resources": 0, "invalid": 0, "spilling": 0} for arch in ("sm_80", "sm_90")}
+    result.stdout.fnmatch_lines(["*test_stage.py::test_stage::stage*compile*compiled*nvrtc*"])
+
+
+def test_sample_option_limits_the_configurations(project):
+    write_test(project, "max_static_shared_memory_per_block")
+    result = project.runpytest(*INNER_ARGS, "--autotune-compile=sm_90", "--autotune-compile-sample=5",
+                               "--autotune-report=report.json")
+    result.assert_outcomes(passed=1)
+    assert report(project)["compile"]["sm_90"]["compiled"] == 5
+
+
+def test_restriction_against_the_opt_in_limit_fails_naming_the_static_limit(project):
+    """The mistake of issue 16: static tiles bounded by max_shared_memory_per_block (227 KiB on sm_90)."""
+    write_test(project, "max_shared_memory_per_block")
+    result = project.runpytest(*INNER_ARGS, "--autotune-compile=sm_90")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        # 24 fit the 227 KiB opt-in limit; the 5 with block_size_x * TILE > 12288 cannot compile
+        "*autotune: 5 of 24 configurations of stage that the restrictions allow cannot work:*",
+        "*sm_90 space {block_size_x=256, TILE=64}: resources: 65536 bytes of static shared memory exceed "
+        "max_static_shared_memory_per_block = 49152 (ptxas: uses too much shared data (0x10000 bytes, 0xc000 max))*",
+    ])
+
+
+def test_compile_error_fails_naming_file_and_line(project):
+    project.path.joinpath("stage.cu").write_text(KERNEL.replace("2.0f * tile", "2.0f * tyle"))
+    write_test(project, "max_static_shared_memory_per_block")
+    result = project.runpytest(*INNER_ARGS, "--autotune-compile=sm_80", "--autotune-compile-sample=2")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*sm_80 space *: compile: NVRTC_ERROR_COMPILATION | "
+                                 'stage.cu(13): error: identifier "tyle" is undefined*'])
+
+
+@pytest.mark.parametrize("flag, message", [
+    ("--autotune-compile=sm_35", "*argument --autotune-compile: no device limits for 'sm_35'; known architectures: "
+                                 "sm_70*"),
+    ("--autotune-compile-sample=0", "*argument --autotune-compile-sample: expected a whole number of configurations "
+                                    ">= 1, got '0'"),
+])
+def test_bad_flag_values_are_usage_errors(project, flag, message):
+    write_test(project, "max_static_shared_memory_per_block")
+    result = project.runpytest(*INNER_ARGS, "--autotune-compile=sm_90", flag)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])

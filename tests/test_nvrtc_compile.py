@@ -1,0 +1,231 @@
+"""Real NVRTC compiles without a GPU (cuda-bindings + nvidia-cuda-nvrtc-cu12, installed by the test extra).
+
+These run in CI on Linux x86-64, where the wheels exist: there a missing
+NVRTC fails the tests instead of skipping them. Elsewhere they skip.
+"""
+from __future__ import annotations
+
+import platform
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_autotune.compile_check import (check_configuration, check_kernel, configurations_to_check,
+                                           locked_winners, parse_arch_list)
+from pytest_autotune.runners.cuda_arch import ARCH_LIMITS, arch_limits, parse_arch
+from pytest_autotune.runners.cuda_common import find_kernel_symbol, mangled_prefix_pattern
+from pytest_autotune.runners.kernel import KernelSpec
+from pytest_autotune.runners.nvrtc import compile_configuration, nvrtc_unavailable_reason, \
+    parse_ptxas_log
+from pytest_autotune.space import SearchSpace
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "example_project"
+WHEELS_EXIST = sys.platform.startswith("linux") and platform.machine() in ("x86_64", "AMD64")
+NVRTC_MISSING = nvrtc_unavailable_reason()
+needs_nvrtc = pytest.mark.skipif(bool(NVRTC_MISSING) and not WHEELS_EXIST,
+                                 reason=f"no cuda-bindings/NVRTC wheels for this platform: {NVRTC_MISSING}")
+# Where the wheels exist, a missing NVRTC is a broken install: the tests run and fail saying so.
+
+BROKEN = """extern "C" __global__ void broken(float *x) {
+    int i = threadIdx.x;
+    x[i] = undefined_name;
+}
+"""
+
+TEMPLATE = """template <int BS, typename T>
+__global__ void scale(T *x, T a, int n) {
+    int i = blockIdx.x * BS + threadIdx.x;
+    if (i < n) x[i] *= a;
+}
+"""
+
+
+def small_spec(source, name, **kw) -> KernelSpec:
+    return KernelSpec(source, name, 64, [np.zeros(64, np.float32), np.float32(2), np.int32(64)], **kw)
+
+
+def example_spec(kernel_name: str) -> KernelSpec:
+    sys.path.insert(0, str(EXAMPLE / "src"))
+    try:
+        from example_kernels.cuda import CUDA_KERNELS, compile_spec_arguments
+    finally:
+        sys.path.remove(str(EXAMPLE / "src"))
+    kernel = CUDA_KERNELS[kernel_name]
+    return KernelSpec(**compile_spec_arguments(kernel)), kernel
+
+
+# -- no NVRTC needed ----------------------------------------------------------------------------------
+
+
+def test_arch_names_and_table():
+    assert parse_arch("sm_90") == parse_arch("90") == parse_arch("9.0") == parse_arch(90) == 90
+    assert parse_arch("compute_100") == 100 and parse_arch("sm_90a") == 90
+    with pytest.raises(ValueError, match="not a CUDA architecture"):
+        parse_arch("hopper")
+    with pytest.raises(ValueError, match="no device limits for sm_35; known architectures: sm_70"):
+        arch_limits("sm_35")
+    assert {70, 75, 80, 86, 89, 90, 100} <= set(ARCH_LIMITS)
+    for cc in ARCH_LIMITS:
+        limits = arch_limits(cc)
+        assert limits["max_static_shared_memory_per_block"] == 48 * 1024 <= limits["max_shared_memory_per_block"]
+        assert limits["max_shared_memory_per_block"] <= limits["max_shared_memory"]
+        assert limits["max_registers_per_block"] == 65536 and limits["max_threads"] == 1024
+    assert arch_limits("sm_90")["max_shared_memory_per_block"] == 227 * 1024
+    assert arch_limits("sm_80")["max_shared_memory_per_block"] == 163 * 1024
+
+
+def test_arch_list_option_values():
+    import argparse
+
+    assert parse_arch_list("sm_80, sm_90,sm_80") == [80, 90]
+    with pytest.raises(argparse.ArgumentTypeError, match="no device limits for 'sm_35'"):
+        parse_arch_list("sm_80,sm_35")
+    with pytest.raises(argparse.ArgumentTypeError, match="not a CUDA architecture"):
+        parse_arch_list("ampere")
+
+
+def test_ptxas_log_layouts():
+    new = ("ptxas info    : 0 bytes gmem\n"
+           "ptxas info    : Compiling entry function '_Z1kILi4EEvPf' for 'sm_90'\n"
+           "ptxas info    : Function properties for _Z1kILi4EEvPf\n"
+           "ptxas         .     16 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads\n"
+           "ptxas info    : Used 255 registers, used 1 barriers, 16384 bytes smem\n")
+    old = ("ptxas info    : Compiling entry function 'vadd' for 'sm_70'\n"
+           "ptxas info    : Function properties for vadd\n"
+           "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+           "ptxas info    : Used 12 registers, 380 bytes cmem[0]\n")
+    k = parse_ptxas_log(new)["_Z1kILi4EEvPf"]
+    assert (k.registers, k.shared_mem, k.stack_frame, k.spill_stores, k.spill_loads, k.barriers) == \
+        (255, 16384, 16, 8, 12, 1)
+    v = parse_ptxas_log(old)["vadd"]
+    assert (v.registers, v.shared_mem, v.spill_stores) == (12, 0, 0)
+
+
+def test_sample_of_a_space_is_all_or_seeded():
+    space = SearchSpace({"a": list(range(10)), "b": list(range(10))}, ["a <= b"])
+    assert len(configurations_to_check(space, 64)) == len(space) == 55
+    first = configurations_to_check(space, 20, seed=3)
+    assert len(first) == 20 and first == configurations_to_check(space, 20, seed=3)
+    assert first != configurations_to_check(space, 20, seed=4)
+    assert all(c["a"] <= c["b"] for c in first)
+
+
+def test_locked_winners_by_architecture(tmp_path):
+    from pytest_autotune.lockfile import merge_entries
+    from pytest_autotune.runners.device import DeviceInfo
+
+    for model, cc, bs in (("NVIDIA H100", 90, 256), ("NVIDIA A100", [8, 0], 128), ("NVIDIA L4", "8.9", 64)):
+        device = DeviceInfo(model, "cuda", properties={"compute_capability": cc})
+        entry = {"kernel": "k", "test": "t.py::test", "params": {"block_size_x": bs},
+                 "stats": {"median": 1.0, "mean": 1.0, "min": 1.0, "iqr": 0.0, "n": 1}, "samples": [1.0],
+                 "hashes": {"source": "a" * 16, "space": "b" * 16, "problem": "c" * 16}}
+        merge_entries(tmp_path / f"{device.slug}.json", {"t.py::test::k": entry}, device)
+    assert locked_winners(tmp_path, "t.py::test", "k", [80, 90]) == {80: [{"block_size_x": 128}],
+                                                                     90: [{"block_size_x": 256}]}
+    assert locked_winners(tmp_path / "missing", "t.py::test", "k", [90]) == {}
+
+
+# -- real NVRTC ---------------------------------------------------------------------------------------
+
+
+@needs_nvrtc
+def test_compile_error_names_the_file_and_line(tmp_path):
+    path = tmp_path / "broken.cu"
+    path.write_text(BROKEN)
+    spec = KernelSpec(str(path), "broken", 32, [np.zeros(32, np.float32)])
+    check = check_configuration(spec, {"block_size_x": 32}, "sm_90")
+    assert check.status == "compile"
+    assert 'broken.cu(3): error: identifier "undefined_name" is undefined' in check.detail
+    assert "NVRTC_ERROR_COMPILATION" in check.detail
+
+
+@needs_nvrtc
+def test_template_names_resolve_to_what_both_runners_launch():
+    """NVRTC's lowered name is what CuPy launches; PyCUDA's symbol search must find the same one in the cubin."""
+    spec = small_spec(TEMPLATE, "scale<block_size_x, float>")
+    result = compile_configuration(spec, {"block_size_x": 128}, "sm_80", keep_cubin=True)
+    assert result.ok, result.log
+    assert result.name_expression == "scale<128, float>"
+    assert result.lowered_name == "_Z5scaleILi128EfEvPT0_S0_i"
+    assert mangled_prefix_pattern("scale<128, float>").match(result.lowered_name)
+    assert find_kernel_symbol(result.cubin, "scale<128, float>") == result.lowered_name
+    assert result.resources is not None and result.resources.registers > 0
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("arch", sorted(ARCH_LIMITS))
+def test_static_shared_memory_limit_of_the_table_is_what_ptxas_enforces(arch):
+    source = ('extern "C" __global__ void k(float *x) { __shared__ float s[NWORDS]; s[threadIdx.x] = x[0];'
+              ' __syncthreads(); x[threadIdx.x] = s[NWORDS - 1 - threadIdx.x]; }\n')
+    spec = KernelSpec(source, "k", 32, [np.zeros(32, np.float32)], lang="cuda")
+    limit = arch_limits(arch)["max_static_shared_memory_per_block"]
+    fits = check_configuration(spec, {"block_size_x": 32, "NWORDS": limit // 4}, arch)
+    assert fits.ok and fits.resources["static_shared_mem"] == limit
+    over = check_configuration(spec, {"block_size_x": 32, "NWORDS": limit // 4 + 1}, arch)
+    assert over.status == "resources"
+    assert f"{limit + 4} bytes of static shared memory exceed max_static_shared_memory_per_block = {limit}" \
+        in over.detail
+
+
+@needs_nvrtc
+def test_register_limit_is_checked_before_launch_with_real_ptxas_output():
+    """The matmul without __launch_bounds__: 32x32 threads with 8x4 tiles need more registers than a block has."""
+    spec, kernel = example_spec("matmul")
+    code = spec.code.replace("__launch_bounds__(block_size_x * block_size_y, 1)", "")
+    assert code != spec.code
+    unbounded = KernelSpec(code, "matmul", spec.problem_size, spec.args, grid_div_x=kernel.grid_div_x,
+                           grid_div_y=kernel.grid_div_y, lang="cuda")
+    params = {"block_size_x": 32, "block_size_y": 32, "tile_size_x": 8, "tile_size_y": 4, "TILE_K": 8, "UNROLL": 1}
+    check = check_configuration(unbounded, params, "sm_80")
+    assert check.status == "resources"
+    regs = check.resources["registers"]
+    assert regs * 1024 > 65536
+    assert f"{regs} registers/thread x 1024 threads = {regs * 1024} registers exceed max_registers_per_block = " \
+           "65536" in check.detail
+    bounded = check_configuration(spec, params, "sm_80")  # the example's kernel, with __launch_bounds__
+    assert bounded.ok and bounded.resources["registers"] * 1024 <= 65536
+
+
+@needs_nvrtc
+def test_spills_are_recorded(tmp_path):
+    source = """extern "C" __global__ void __launch_bounds__(1024) heavy(float *x) {
+    float acc[NACC];
+    #pragma unroll
+    for (int i = 0; i < NACC; i++) acc[i] = x[i * blockDim.x + threadIdx.x];
+    #pragma unroll
+    for (int r = 0; r < 8; r++)
+        #pragma unroll
+        for (int i = 0; i < NACC; i++) acc[i] = acc[i] * acc[(i + r) % NACC] + 1.0f;
+    float s = 0;
+    #pragma unroll
+    for (int i = 0; i < NACC; i++) s += acc[i];
+    x[threadIdx.x] = s;
+}
+"""
+    spec = KernelSpec(source, "heavy", 1024, [np.zeros(1024, np.float32)], lang="cuda")
+    check = check_configuration(spec, {"block_size_x": 1024, "NACC": 128}, "sm_90")
+    assert check.ok, check.detail
+    assert check.spills and check.resources["spill_stores"] > 0 and check.resources["registers"] <= 64
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("kernel_name", ["vector_add", "matmul", "convolution", "reduction"])
+def test_example_kernels_allowed_configurations_compile(kernel_name, arch):
+    """A seeded sample of 20 of each example kernel's valid configurations compiles and fits the architecture."""
+    spec, kernel = example_spec(kernel_name)
+    report = check_kernel(spec, kernel.params, kernel.restrictions, [arch], sample=20, seed=16, name=kernel_name)
+    assert len(report.checks) == 20
+    assert not report.failures(), report.failure_message()
+    assert all(c.resources and c.lowered_name == kernel.kernel_name for c in report.checks)
+
+
+@needs_nvrtc
+def test_nvcc_only_options_are_compile_failures_with_nvrtc():
+    """The CuPy runner compiles with NVRTC: an nvcc-only option fails every configuration, saying which."""
+    spec = small_spec(TEMPLATE, "scale<block_size_x, float>", compiler_options=["-O3"])
+    check = check_configuration(spec, {"block_size_x": 64}, "sm_90")
+    assert check.status == "compile" and "unrecognized option -O3" in check.detail

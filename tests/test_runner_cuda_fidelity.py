@@ -1,0 +1,153 @@
+"""The CUDA runners against stand-ins that behave like CuPy 14 and PyCUDA (tests/fake_cuda.py).
+
+Each test here failed before the fix it names (issue 16, section 1): the
+runners' handling of shared memory opt-in, PyCUDA's error texts, missing
+NVRTC, Nsight Compute's kernel lookup, PyCUDA's context on a failed set-up,
+nvcc's remarks, PyCUDA's argument codes and CuPy's module memo.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+from pytest_autotune.results import FailureKind
+from pytest_autotune.runners.errors import BackendUnavailable, SpecError
+from pytest_autotune.runners.nvrtc import cupy_options
+
+from test_runner_cuda import FAST, VADD, fake_backend, vadd_spec  # noqa: F401  (fake_backend is a fixture)
+
+KIB = 1024
+
+
+def test_static_shared_memory_counts_towards_the_dynamic_opt_in(fake_backend):
+    """16 KiB static + 40 KiB dynamic exceeds the default 48 KiB: the kernel must opt in (it did not)."""
+    name, state, cls = fake_backend
+    runner = cls(vadd_spec(shared_mem="smem"), isolate=False, measure=FAST)
+    m = runner.evaluate({"block_size_x": 128, "smem": 40 * KIB, "STATIC_SMEM": 16 * KIB, "MODE": 0})
+    assert m.ok, m.detail
+    assert state.dynamic_smem_opt_in == [40 * KIB]
+    assert m.extra["static_shared_mem"] == 16 * KIB
+    small = runner.evaluate({"block_size_x": 128, "smem": 8 * KIB, "STATIC_SMEM": 16 * KIB, "MODE": 0})
+    assert small.ok and state.dynamic_smem_opt_in == [40 * KIB]  # within the default: no opt-in
+    # static + dynamic above the opt-in maximum (227 KiB) is refused before launch, naming the limit
+    launches = len(state.launches)
+    over = runner.evaluate({"block_size_x": 128, "smem": 215 * KIB, "STATIC_SMEM": 16 * KIB, "MODE": 0})
+    assert over.failure is FailureKind.RESOURCES and "max_shared_memory_per_block = 232448" in over.detail
+    assert len(state.launches) == launches
+    runner.close()
+
+
+def test_pycuda_launch_rejection_keeps_the_context(fake_backend):
+    """PyCUDA says 'cuLaunchKernel failed: invalid argument': a launch failure, not a poisoned context."""
+    name, state, cls = fake_backend
+    runner = cls(vadd_spec(), isolate=False, measure=FAST)
+    executor = runner._impl
+    kernel = executor.compile(executor.spec.code.replace("block_size_x", "128").replace("MODE", "0"), "vadd")
+    with pytest.raises(Exception) as info:
+        executor.run_once(kernel, ((1, 1, 1), (2048, 1, 1), 0))  # past the checks, straight to the driver
+    failure = info.value
+    assert failure.kind is FailureKind.LAUNCH and not failure.poisoned
+    expected = "cuLaunchKernel failed: invalid argument" if name == "pycuda" else "CUDA_ERROR_INVALID_VALUE"
+    assert expected in failure.detail
+    assert runner.evaluate({"block_size_x": 128, "MODE": 0}).ok  # the context still works
+    runner.close()
+
+
+@pytest.mark.parametrize("fake_backend", ["cupy"], indirect=True)
+def test_cupy_without_nvrtc_is_unavailable_not_a_compile_failure(fake_backend):
+    name, state, cls = fake_backend
+    state.nvrtc_missing = True
+    with pytest.raises(BackendUnavailable, match=r"cannot load NVRTC.*cupy-cuda12x\[ctk\]"):
+        cls(vadd_spec(), isolate=False, measure=FAST)
+
+
+@pytest.mark.parametrize("fake_backend", ["cupy"], indirect=True)
+def test_cupy_module_memo_is_cleared_during_long_searches(fake_backend):
+    name, state, cls = fake_backend
+    runner = cls(vadd_spec(), isolate=False, measure=FAST.with_(min_iterations=1, max_iterations=1, warmup=0))
+    for i in range(70):
+        assert runner.evaluate({"block_size_x": 32 + i, "MODE": 0}).ok
+    assert state.loaded_modules < 64  # CuPy's memo would otherwise keep all 70 loaded
+    runner.close()
+
+
+@pytest.mark.parametrize("fake_backend", ["cupy"], indirect=True)
+def test_cupy_runner_and_nvrtc_module_use_the_same_options(fake_backend):
+    """The options NVRTC receives through CuPy (modelled on compile_with_cache) are what nvrtc.cupy_options gives."""
+    name, state, cls = fake_backend
+    spec = vadd_spec(compiler_options=["-DEXTRA=1", "--use_fast_math"])
+    runner = cls(spec, isolate=False, measure=FAST)
+    assert runner.evaluate({"block_size_x": 64, "MODE": 0}).ok
+    assert state.nvrtc_options[-1] == cupy_options(spec, 90)
+    runner.close()
+    spec17 = vadd_spec(compiler_options=["-std=c++14"])
+    assert "--std=c++17" not in cupy_options(spec17, 80) and "-arch=sm_80" in cupy_options(spec17, 80)
+
+
+def test_compile_errors_name_the_users_file_and_line(fake_backend, tmp_path):
+    name, state, cls = fake_backend
+    path = tmp_path / "vadd.cu"
+    path.write_text(VADD)
+    line = VADD.splitlines().index(next(l for l in VADD.splitlines() if "this line does not compile" in l)) + 1
+    runner = cls(vadd_spec(str(path)), isolate=False, measure=FAST)
+    broken = runner.evaluate({"block_size_x": 64, "MODE": 2})
+    assert broken.failure is FailureKind.COMPILE and f"vadd.cu({line}): error" in broken.detail
+    runner.close()
+
+
+@pytest.mark.parametrize("fake_backend", ["pycuda"], indirect=True)
+def test_pycuda_pops_its_context_when_set_up_fails(fake_backend):
+    name, state, cls = fake_backend
+    state.fail_alloc_after = 2  # the third device buffer does not fit
+    with pytest.raises(Exception, match="cuMemAlloc failed: out of memory"):
+        cls(vadd_spec(), isolate=False, measure=FAST)
+    assert sys.modules["pycuda.driver"].Context.stack == []
+
+
+@pytest.mark.parametrize("fake_backend", ["pycuda"], indirect=True)
+def test_pycuda_compiler_remarks_do_not_abort_under_filterwarnings_error(fake_backend):
+    name, state, cls = fake_backend
+    state.nvcc_remarks = 'kernel.cu(9): warning #177-D: variable "pytest_autotune_instance_" was declared but never ' \
+                         "referenced"
+    runner = cls(vadd_spec(), isolate=False, measure=FAST)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m = runner.evaluate({"block_size_x": 64, "MODE": 0})
+    assert m.ok, m.detail
+    assert "#177-D" in m.extra["compiler_output"]
+    runner.close()
+
+
+@pytest.mark.parametrize("fake_backend", ["pycuda"], indirect=True)
+def test_pycuda_argument_codes_for_half_and_complex(fake_backend):
+    name, state, cls = fake_backend
+    from pytest_autotune.runners.pycuda_runner import prepared_arguments
+
+    args = [np.zeros(4, np.float32), np.float16(1.5), np.complex64(1 + 2j), np.int64(3), np.bool_(True)]
+    codes, values = prepared_arguments(args, [4096] * len(args))
+    assert codes == "PHFl?"
+    assert values[1] == int(np.float16(1.5).view(np.uint16))  # the half's 16 bits
+    with pytest.raises(SpecError, match="argument 0 is a float128|argument 0 is a longdouble"):
+        prepared_arguments([np.longdouble(1.0)], [None])
+
+
+def test_profile_job_finds_kernels_without_extern_c(tmp_path, monkeypatch):
+    """The Nsight Compute job script looks the kernel up through a name expression, like the runner."""
+    import fake_cuda
+    from pytest_autotune.runners.ncu import PROFILE_SCRIPT, write_profile_job
+
+    state = fake_cuda.State()
+    for name, module in fake_cuda.make_cupy(state).items():
+        monkeypatch.setitem(sys.modules, name, module)
+    spec = vadd_spec(VADD.replace('extern "C" ', ""), shared_mem="smem")
+    script, job, _ = write_profile_job(tmp_path, spec, {"block_size_x": 128, "smem": 40 * KIB,
+                                                        "STATIC_SMEM": 16 * KIB, "MODE": 0})
+    monkeypatch.setattr(sys, "argv", ["profile_job.py", str(job)])
+    exec(compile(PROFILE_SCRIPT, str(script), "exec"), {"__name__": "__main__"})
+    assert state.launches == [((782, 1, 1), (128, 1, 1), 40 * KIB)]
+    assert state.dynamic_smem_opt_in == [40 * KIB]  # static + dynamic above 48 KiB
+    assert json.loads(job.read_text())["default_shared_mem"] == 48 * KIB
