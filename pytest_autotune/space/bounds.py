@@ -1,0 +1,299 @@
+"""Could int64/float64 evaluation of a restriction differ from Python's? Interval analysis says.
+
+Restrictions are evaluated on numpy int64 arrays because that is fast; Python
+integers never overflow. Before a restriction is evaluated over a space, the
+possible values of each of its subexpressions are bounded (interval arithmetic
+over the parameters' value lists and the constants). The fast evaluation is
+used only where the bounds prove it exact:
+
+* every integer stays within int64;
+* integers beyond 2**53 never meet a float (numpy compares and selects int64
+  against float64 by rounding the integer; Python compares exactly) nor a true
+  division (Python rounds the exact quotient once, numpy each operand first);
+* shift counts are within 0..63.
+
+Otherwise the restriction is evaluated with Python integers (:mod:`.exact`).
+The analysis is conservative: it may send an exact-safe restriction to the
+slower path, never the reverse.
+"""
+from __future__ import annotations
+
+import ast
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
+FLOAT_EXACT = 2**53
+CLAMP = 2**80  # bounds are clamped here: far enough beyond int64 to stay "unsafe", cheap to compute with
+
+
+@dataclass(frozen=True)
+class Span:
+    """Possible values of a subexpression: an integer range, a float range, and whether anything else."""
+
+    ilo: int | None = None  # integers (booleans count as 0/1); None: no integer possible
+    ihi: int | None = None
+    flo: float | None = None  # floats; None: no float possible
+    fhi: float | None = None
+    other: bool = False  # strings or values of unknown kind
+
+    @property
+    def ints(self) -> bool:
+        return self.ilo is not None
+
+    @property
+    def floats(self) -> bool:
+        return self.flo is not None
+
+    def imag(self) -> int:
+        return max(abs(self.ilo), abs(self.ihi)) if self.ints else 0  # type: ignore[arg-type]
+
+    def fmag(self) -> float:
+        return max(abs(self.flo), abs(self.fhi)) if self.floats else 0.0  # type: ignore[arg-type]
+
+
+UNKNOWN = Span(other=True)
+BOOL = Span(0, 1)
+
+
+def _clamp(v: int) -> int:
+    return max(-CLAMP, min(CLAMP, v))
+
+
+def _ints(lo: int, hi: int) -> Span:
+    return Span(_clamp(lo), _clamp(hi))
+
+
+def _floats(lo: float, hi: float) -> Span:
+    if math.isnan(lo) or math.isnan(hi):
+        lo, hi = -math.inf, math.inf
+    return Span(flo=lo, fhi=hi)
+
+
+def _union(*spans: Span) -> Span:
+    ints = [s for s in spans if s.ints]
+    floats = [s for s in spans if s.floats]
+    return Span(min(s.ilo for s in ints) if ints else None, max(s.ihi for s in ints) if ints else None,  # type: ignore
+                min(s.flo for s in floats) if floats else None, max(s.fhi for s in floats) if floats else None,  # type: ignore
+                any(s.other for s in spans))
+
+
+def _as_float(s: Span) -> tuple[float, float] | None:
+    """The span's numbers as one float range (integers convert, as Python converts them in mixed arithmetic)."""
+    parts = []
+    if s.ints:
+        parts.append((float(s.ilo), float(s.ihi)))  # type: ignore[arg-type]
+    if s.floats:
+        parts.append((s.flo, s.fhi))
+    if not parts:
+        return None
+    return min(p[0] for p in parts), max(p[1] for p in parts)  # type: ignore[return-value]
+
+
+def _products(a: tuple, b: tuple) -> tuple:
+    with np.errstate(all="ignore"):
+        values = [x * y for x in a for y in b]
+    if any(isinstance(v, float) and math.isnan(v) for v in values):
+        return -math.inf, math.inf
+    return min(values), max(values)
+
+
+def span_of_values(values: Iterable[Any]) -> Span:
+    """Span of a parameter's value list or of one constant."""
+    ints, floats, other = [], [], False
+    for v in values:
+        v = v.item() if isinstance(v, np.generic) else v
+        if isinstance(v, int):  # bool included
+            ints.append(int(v))
+        elif isinstance(v, float):
+            floats.append(v)
+        else:
+            other = True
+    return Span(min(ints) if ints else None, max(ints) if ints else None,
+                min(floats) if floats else None, max(floats) if floats else None, other)
+
+
+def span_of_table(table: np.ndarray) -> Span:
+    if table.dtype.kind in "biu":
+        return Span(int(table.min()), int(table.max()))
+    if table.dtype.kind == "f":
+        return _floats(float(np.min(table)), float(np.max(table)))
+    return span_of_values(table.tolist())
+
+
+class Analysis:
+    """Walks a restriction's AST over parameter spans; ``safe`` says whether int64 evaluation is exact."""
+
+    def __init__(self, names: Mapping[str, Span]):
+        self.names = names
+        self.max_int = 0
+        self.any_float = False
+        self.true_division = False
+        self.unsafe = False
+
+    @property
+    def safe(self) -> bool:
+        if self.unsafe or self.max_int > INT64_MAX:
+            return False
+        return not (self.max_int > FLOAT_EXACT and (self.any_float or self.true_division))
+
+    def visit(self, node: ast.AST) -> Span:
+        method = getattr(self, "_" + type(node).__name__, None)
+        span = method(node) if method is not None else UNKNOWN
+        if span.ints:
+            self.max_int = max(self.max_int, span.imag())
+        if span.floats:
+            self.any_float = True
+        return span
+
+    def _Constant(self, node: ast.Constant) -> Span:
+        return span_of_values([node.value])
+
+    def _Name(self, node: ast.Name) -> Span:
+        return self.names.get(node.id, UNKNOWN)
+
+    def _Tuple(self, node: ast.Tuple) -> Span:  # the right of 'in'
+        return _union(*(self.visit(e) for e in node.elts)) if node.elts else UNKNOWN
+
+    _List = _Set = _Tuple
+
+    def _UnaryOp(self, node: ast.UnaryOp) -> Span:
+        s = self.visit(node.operand)
+        if isinstance(node.op, ast.Not):
+            return BOOL
+        lo, hi = (s.ilo, s.ihi) if s.ints else (None, None)
+        if isinstance(node.op, ast.USub):
+            return Span(-hi if s.ints else None, -lo if s.ints else None,  # type: ignore[operator]
+                        -s.fhi if s.floats else None, -s.flo if s.floats else None, s.other)  # type: ignore
+        if isinstance(node.op, ast.Invert):
+            return Span(-hi - 1 if s.ints else None, -lo - 1 if s.ints else None, None, None,  # type: ignore
+                        s.other or s.floats)
+        return s
+
+    def _BinOp(self, node: ast.BinOp) -> Span:
+        a, b = self.visit(node.left), self.visit(node.right)
+        op = type(node.op)
+        other = a.other or b.other
+        if op is ast.Div:
+            self.true_division = True
+            return Span(other=other, flo=-math.inf, fhi=math.inf) if (a.ints or a.floats) else UNKNOWN
+        if op in (ast.LShift, ast.RShift, ast.BitAnd, ast.BitOr, ast.BitXor):
+            if not (a.ints and b.ints):
+                return Span(other=True)
+            if op is ast.LShift:
+                if b.ilo < 0 or b.ihi > 64:  # type: ignore[operator]
+                    self.unsafe = True
+                    return _ints(-CLAMP, CLAMP)
+                return _ints(min(a.ilo << b.ihi, a.ilo), max(a.ihi << b.ihi, a.ihi))  # type: ignore[operator]
+            if op is ast.RShift:
+                if b.ilo < 0 or b.ihi > 62:  # type: ignore[operator]
+                    self.unsafe = True
+                return _ints(min(a.ilo, 0), max(a.ihi, 0))  # type: ignore[type-var]
+            top = 1 << (max(a.imag(), b.imag()).bit_length() + 1)
+            return _ints(-top, top)
+        if op is ast.Pow:
+            return self._power(a, b)
+        ints = None
+        if a.ints and b.ints:
+            x, y = (a.ilo, a.ihi), (b.ilo, b.ihi)
+            if op is ast.Add:
+                ints = (x[0] + y[0], x[1] + y[1])
+            elif op is ast.Sub:
+                ints = (x[0] - y[1], x[1] - y[0])
+            elif op is ast.Mult:
+                ints = _products(x, y)
+            elif op is ast.FloorDiv:  # monotonic in each operand on either side of 0: the extremes are corners
+                divisors = [d for d in (y[0], y[1], -1, 1) if d != 0 and y[0] <= d <= y[1]]
+                ints = (min(q // d for q in x for d in divisors), max(q // d for q in x for d in divisors)) \
+                    if divisors else (0, 0)
+            elif op is ast.Mod:
+                ints = (-b.imag(), b.imag())
+        floats = None
+        if (a.floats and (b.ints or b.floats)) or (b.floats and (a.ints or a.floats)):
+            fa, fb = _as_float(a), _as_float(b)
+            if op is ast.Add:
+                floats = (fa[0] + fb[0], fa[1] + fb[1])  # type: ignore[index]
+            elif op is ast.Sub:
+                floats = (fa[0] - fb[1], fa[1] - fb[0])  # type: ignore[index]
+            elif op is ast.Mult:
+                floats = _products(fa, fb)
+            elif op is ast.FloorDiv:
+                floats = (-math.inf, math.inf)
+            elif op is ast.Mod:
+                m = max(abs(fb[0]), abs(fb[1]))  # type: ignore[index]
+                floats = (-m, m)
+        strings = other or (op is ast.Mult and (a.other or b.other))
+        return Span(_clamp(ints[0]) if ints else None, _clamp(ints[1]) if ints else None,
+                    floats[0] if floats else None, floats[1] if floats else None, strings)
+
+    def _power(self, a: Span, b: Span) -> Span:
+        if not (a.ints or a.floats) or not (b.ints or b.floats):
+            return UNKNOWN
+        span = Span(flo=-math.inf, fhi=math.inf) if (a.floats or b.floats or (b.ints and b.ilo < 0)) else Span()
+        if a.ints and b.ints and b.ihi >= 0:  # type: ignore[operator]
+            base = a.imag()
+            if base <= 1:
+                top = 1
+            elif (base.bit_length() - 1) * b.ihi > 80:  # type: ignore[operator]
+                top = CLAMP
+            else:
+                top = base ** b.ihi  # type: ignore[operator]
+            span = _union(span, _ints(-top, top)) if span.floats else _ints(-top, top)
+        return span
+
+    def _BoolOp(self, node: ast.BoolOp) -> Span:
+        return _union(*(self.visit(v) for v in node.values))
+
+    def _Compare(self, node: ast.Compare) -> Span:
+        self.visit(node.left)
+        for op, right in zip(node.ops, node.comparators):
+            if isinstance(right, ast.Call) and isinstance(right.func, ast.Name) and right.func.id == "range":
+                spans = [self.visit(a) for a in right.args]
+                x = self.visit(node.left)
+                # the membership test computes x - start
+                start = spans[0] if len(spans) > 1 else Span(0, 0)
+                if x.ints and start.ints:
+                    self.max_int = max(self.max_int, abs(x.ilo - start.ihi), abs(x.ihi - start.ilo))  # type: ignore
+            else:
+                self.visit(right)
+        return BOOL
+
+    def _IfExp(self, node: ast.IfExp) -> Span:
+        self.visit(node.test)
+        return _union(self.visit(node.body), self.visit(node.orelse))
+
+    def _Call(self, node: ast.Call) -> Span:
+        args = [self.visit(a) for a in node.args]
+        name = node.func.id if isinstance(node.func, ast.Name) else ""
+        if not args:
+            return UNKNOWN
+        if name in ("min", "max"):
+            return _union(*args)
+        s = args[0]
+        if name == "abs":
+            return Span(0 if s.ints else None, s.imag() if s.ints else None, 0.0 if s.floats else None,
+                        s.fmag() if s.floats else None, s.other)
+        if name == "float":
+            f = _as_float(s)
+            return Span(flo=-math.inf, fhi=math.inf, other=s.other) if f is None else _floats(*f)
+        if name in ("int", "round"):
+            if name == "round" and len(args) > 1 and s.floats:
+                return Span(flo=s.flo, fhi=s.fhi, ilo=s.ilo, ihi=s.ihi, other=s.other)
+            if s.floats:
+                lo, hi = s.flo, s.fhi
+                lo = -CLAMP if not math.isfinite(lo) or abs(lo) > CLAMP else int(lo) - 1  # type: ignore[arg-type]
+                hi = CLAMP if not math.isfinite(hi) or abs(hi) > CLAMP else int(hi) + 1  # type: ignore[arg-type]
+                return _union(Span(s.ilo, s.ihi), _ints(lo, hi)) if s.ints else _ints(lo, hi)
+            return Span(s.ilo, s.ihi, other=s.other)
+        return UNKNOWN
+
+
+def int64_is_exact(tree: ast.AST, names: Mapping[str, Span]) -> bool:
+    """True when the numpy (int64/float64) evaluation of ``tree`` gives Python's results for these spans."""
+    analysis = Analysis(names)
+    analysis.visit(tree)
+    return analysis.safe
