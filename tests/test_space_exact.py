@@ -8,6 +8,7 @@ beyond int64 stay exact in the value tables, membership, lookups and neighbours.
 """
 from __future__ import annotations
 
+import ast
 import itertools
 import os
 from pathlib import Path
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 
 from pytest_autotune.datasets import load_definition
 from pytest_autotune.space import SearchSpace, SearchSpaceError, compile_restriction
+from pytest_autotune.space.bounds import growth, spans_of
 from pytest_autotune.space.searchspace import _value_table
 
 LIMIT = 2**63
@@ -105,10 +107,10 @@ def test_parameters_beyond_int64_in_arithmetic():
 def test_int64_edge_values_without_overflow_stay_on_the_fast_path():
     """Int64 values whose arithmetic cannot overflow are evaluated vectorised; one step further is exact."""
     tables = {"x": np.array([-(2**62), 2**62], dtype=np.int64)}
-    assert not compile_restriction("x + x // 2 > 0", ["x"]).for_values(tables).exact
-    assert compile_restriction("x + x > 0", ["x"]).for_values(tables).exact  # 2**63 overflows int64
-    assert compile_restriction("abs(x - 2**62) >= 0", ["x"]).for_values(tables).exact
-    assert compile_restriction("x * 1.0 == x", ["x"]).for_values(tables).exact  # beyond 2**53 meets a float
+    assert not compile_restriction("x + x // 2 > 0", ["x"]).for_values(spans_of(tables)).exact
+    assert compile_restriction("x + x > 0", ["x"]).for_values(spans_of(tables)).exact  # 2**63 overflows int64
+    assert compile_restriction("abs(x - 2**62) >= 0", ["x"]).for_values(spans_of(tables)).exact
+    assert compile_restriction("x * 1.0 == x", ["x"]).for_values(spans_of(tables)).exact  # beyond 2**53 meets a float
     assert [c["x"] for c in SearchSpace({"x": [2**62, 2**62 + 1]}, ["x * 1.0 == x"])] == [2**62]
 
 
@@ -125,7 +127,7 @@ def test_usual_spaces_never_take_the_exact_path():
         tables = {n: _value_table(n, v) for n, v in definition.params.items()}
         for text in definition.restrictions:
             restriction = compile_restriction(text, list(definition.params))
-            assert not restriction.for_values(tables).exact, (path.name, text)
+            assert not restriction.for_values(spans_of(tables)).exact, (path.name, text)
 
 
 def test_gigantic_integers_are_an_error_not_a_hang():
@@ -156,21 +158,21 @@ def test_true_division_and_float_comparisons_beyond_2_53():
 NAMES = ("x", "y", "z")
 
 
-def leaf(draw, names):
+def leaf(draw, names, consts=INTEGERS):
     if draw(st.integers(0, 2)):
         return draw(st.sampled_from(names))
-    return str(draw(INTEGERS))
+    return str(draw(consts))
 
 
-def int_expr(draw, names, depth):
+def int_expr(draw, names, depth, consts=INTEGERS):
     if depth <= 0 or draw(st.integers(0, 3)) == 0:
-        return leaf(draw, names)
-    sub = lambda: int_expr(draw, names, depth - 1)  # noqa: E731
+        return leaf(draw, names, consts)
+    sub = lambda: int_expr(draw, names, depth - 1, consts)  # noqa: E731
     form = draw(st.sampled_from(["bin", "bin", "bin", "pow", "shift", "unary", "call", "ifexp", "andor"]))
     if form == "bin":
         return f"({sub()} {draw(st.sampled_from(['+', '-', '*', '//', '%', '&', '|', '^']))} {sub()})"
     if form == "pow":
-        return f"({leaf(draw, names)} ** {draw(st.integers(0, 3))})"
+        return f"({leaf(draw, names, consts)} ** {draw(st.integers(0, 3))})"
     if form == "shift":
         return f"({sub()} {draw(st.sampled_from(['<<', '>>']))} {draw(st.sampled_from([0, 1, 2, 31, 62, 63, 64, 70]))})"
     if form == "unary":
@@ -179,13 +181,13 @@ def int_expr(draw, names, depth):
         fn = draw(st.sampled_from(["abs", "min", "max", "int"]))
         return f"{fn}({sub()}, {sub()})" if fn in ("min", "max") else f"{fn}({sub()})"
     if form == "ifexp":
-        return f"({sub()} if {cond(draw, names, depth - 1)} else {sub()})"
+        return f"({sub()} if {cond(draw, names, depth - 1, consts)} else {sub()})"
     return f"({sub()} {draw(st.sampled_from(['and', 'or']))} {sub()})"
 
 
-def cond(draw, names, depth):
+def cond(draw, names, depth, consts=INTEGERS):
     form = draw(st.sampled_from(["cmp", "cmp", "cmp", "in", "range", "not", "float"]))
-    e = lambda: int_expr(draw, names, depth)  # noqa: E731
+    e = lambda: int_expr(draw, names, depth, consts)  # noqa: E731
     if form == "cmp":
         return f"{e()} {draw(st.sampled_from(['==', '!=', '<', '<=', '>', '>=']))} {e()}"
     if form == "in":
@@ -196,7 +198,7 @@ def cond(draw, names, depth):
         return f"{e()} {draw(st.sampled_from(['in', 'not in']))} range({args})"
     if form == "float":  # ints beyond 2**53 meeting floats: Python compares exactly
         return f"{e()} {draw(st.sampled_from(['<', '==', '>=']))} {draw(st.sampled_from(['1e19', '9.3e18', '-9.3e18', '0.5']))}"
-    return f"not ({cond(draw, names, depth - 1) if depth > 0 else e()})"
+    return f"not ({cond(draw, names, depth - 1, consts) if depth > 0 else e()})"
 
 
 @st.composite
@@ -218,3 +220,28 @@ def test_random_near_limit_spaces_match_python(case):
     expected = python_valid(params, restrictions)
     assume(expected is not None)  # Python raised (e.g. a negative shift count): not a comparable case
     assert engine_valid(params, restrictions) == expected, (params, restrictions)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(st.data())
+def test_quick_growth_bound_holds_for_every_subexpression(data):
+    """bounds.growth: no integer anywhere in the expression has more than a * B + c bits (B: the parameters' bits)."""
+    names = NAMES[: data.draw(st.integers(1, 3))]
+    text = cond(data.draw, names, data.draw(st.integers(0, 3)), st.integers(-9, 9))
+    tree = ast.parse(text, mode="eval").body
+    bound = growth(tree)
+    assume(bound is not None)
+    params = {n: data.draw(st.lists(st.integers(-(2**20), 2**20), min_size=1, max_size=3)) for n in names}
+    b = max([1] + [abs(v).bit_length() for vs in params.values() for v in vs])
+    subexpressions = [ast.unparse(node) for node in ast.walk(tree) if isinstance(node, ast.expr)
+                      and not isinstance(node, (ast.Tuple, ast.List, ast.Set, ast.Call))]
+    env = {"min": min, "max": max, "abs": abs, "int": int, "float": float, "round": round, "range": range}
+    for values in itertools.product(*params.values()):
+        config = dict(zip(names, values))
+        for sub in subexpressions:
+            try:
+                value = eval(sub, {"__builtins__": {}, **env}, config)  # noqa: S307 - the reference
+            except (ArithmeticError, ValueError, TypeError):
+                continue
+            if type(value) is int:
+                assert value.bit_length() <= bound[0] * b + bound[1], (text, sub, config, bound)

@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import ast
 import math
-from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, NamedTuple
 
 import numpy as np
 
@@ -31,8 +30,7 @@ FLOAT_EXACT = 2**53
 CLAMP = 2**80  # bounds are clamped here: far enough beyond int64 to stay "unsafe", cheap to compute with
 
 
-@dataclass(frozen=True)
-class Span:
+class Span(NamedTuple):
     """Possible values of a subexpression: an integer range, a float range, and whether anything else."""
 
     ilo: int | None = None  # integers (booleans count as 0/1); None: no integer possible
@@ -117,11 +115,18 @@ def span_of_values(values: Iterable[Any]) -> Span:
                 min(floats) if floats else None, max(floats) if floats else None, other)
 
 
+def spans_of(tables: Mapping[str, np.ndarray]) -> dict[str, Span]:
+    """Span of each parameter's value table."""
+    return {name: span_of_table(table) for name, table in tables.items()}
+
+
 def span_of_table(table: np.ndarray) -> Span:
     if table.dtype.kind in "biu":
-        return Span(int(table.min()), int(table.max()))
+        values = table.tolist()  # Python's min/max beat numpy's reductions on short value lists
+        return Span(int(min(values)), int(max(values)))
     if table.dtype.kind == "f":
-        return _floats(float(np.min(table)), float(np.max(table)))
+        values = table.tolist()
+        return _floats(min(values), max(values))
     return span_of_values(table.tolist())
 
 
@@ -142,16 +147,21 @@ class Analysis:
         return not (self.max_int > FLOAT_EXACT and (self.any_float or self.true_division))
 
     def visit(self, node: ast.AST) -> Span:
-        method = getattr(self, "_" + type(node).__name__, None)
-        span = method(node) if method is not None else UNKNOWN
-        if span.ints:
-            self.max_int = max(self.max_int, span.imag())
-        if span.floats:
+        method = _METHODS.get(type(node))
+        span = method(self, node) if method is not None else UNKNOWN
+        if span.ilo is not None:
+            magnitude = max(-span.ilo, span.ihi)  # type: ignore[operator]
+            if magnitude > self.max_int:
+                self.max_int = magnitude
+        if span.flo is not None:
             self.any_float = True
         return span
 
     def _Constant(self, node: ast.Constant) -> Span:
-        return span_of_values([node.value])
+        value = node.value
+        if type(value) is int:
+            return Span(value, value)
+        return span_of_values([value])
 
     def _Name(self, node: ast.Name) -> Span:
         return self.names.get(node.id, UNKNOWN)
@@ -280,9 +290,10 @@ class Analysis:
         if name == "float":
             f = _as_float(s)
             return Span(flo=-math.inf, fhi=math.inf, other=s.other) if f is None else _floats(*f)
+        if name == "round" and len(args) > 1:  # round(x, -k) stays within 2 * |x|
+            top = 2 * s.imag()
+            return Span(-top if s.ints else None, top if s.ints else None, s.flo, s.fhi, s.other)
         if name in ("int", "round"):
-            if name == "round" and len(args) > 1 and s.floats:
-                return Span(flo=s.flo, fhi=s.fhi, ilo=s.ilo, ihi=s.ihi, other=s.other)
             if s.floats:
                 lo, hi = s.flo, s.fhi
                 lo = -CLAMP if not math.isfinite(lo) or abs(lo) > CLAMP else int(lo) - 1  # type: ignore[arg-type]
@@ -292,8 +303,114 @@ class Analysis:
         return UNKNOWN
 
 
-def int64_is_exact(tree: ast.AST, names: Mapping[str, Span]) -> bool:
-    """True when the numpy (int64/float64) evaluation of ``tree`` gives Python's results for these spans."""
+_METHODS = {getattr(ast, name[1:]): method for name, method in vars(Analysis).items()
+            if name[:2] != "__" and name[0] == "_" and name[1].isupper() and hasattr(ast, name[1:])}
+
+
+class _NeedsSpans(Exception):
+    """The quick bound does not apply (powers/shifts by non-constants, int()/round()/float() calls)."""
+
+
+def growth(tree: ast.AST) -> tuple[int, int] | None:
+    """``(a, c)``: no integer in ``tree`` has more than ``a * B + c`` bits when no parameter it reads has more than B.
+
+    Computed once per restriction from its syntax alone, so that the usual
+    restriction over small values is cleared with one multiplication at build
+    time; None where only the full :class:`Analysis` can tell.
+    """
+    envelope = [0, 0]
+
+    def note(a: int, c: int) -> tuple[int, int]:
+        envelope[0], envelope[1] = max(envelope[0], a), max(envelope[1], c)
+        return a, c
+
+    def bits(node: ast.AST) -> tuple[int, int]:
+        if isinstance(node, ast.Constant):
+            v = node.value
+            return note(0, abs(v).bit_length() if type(v) is int else 1)
+        if isinstance(node, ast.Name):
+            return note(1, 0)  # a parameter, or a constant (whose bits join B)
+        if isinstance(node, ast.UnaryOp):
+            a, c = bits(node.operand)
+            return note(0, 1) if isinstance(node.op, ast.Not) else note(a, c + 1)
+        if isinstance(node, ast.BinOp):
+            op = type(node.op)
+            if op in (ast.Pow, ast.LShift, ast.RShift):
+                k = node.right.value if isinstance(node.right, ast.Constant) else None
+                if type(k) is not int or not 0 <= k <= 62:
+                    raise _NeedsSpans
+                a, c = bits(node.left)
+                if op is ast.Pow:
+                    return note(a * k, max(c * k, 1))  # x ** 0 is 1
+                return note(a, c + k if op is ast.LShift else c)
+            (a1, c1), (a2, c2) = bits(node.left), bits(node.right)
+            if op is ast.Mult:
+                return note(a1 + a2, c1 + c2)
+            if op is ast.FloorDiv:
+                return note(a1, c1 + 1)  # |x // y| <= |x| + 1 for any divisor (a float one makes a float)
+            if op is ast.Mod:
+                return note(a2, c2)
+            if op is ast.Div:
+                return note(0, 0)  # a float
+            return note(max(a1, a2), max(c1, c2) + 1)
+        if isinstance(node, (ast.BoolOp, ast.Tuple, ast.List, ast.Set)):
+            parts = [bits(v) for v in (node.values if isinstance(node, ast.BoolOp) else node.elts)] or [(0, 0)]
+            return note(max(p[0] for p in parts), max(p[1] for p in parts))
+        if isinstance(node, ast.IfExp):
+            bits(node.test)
+            (a1, c1), (a2, c2) = bits(node.body), bits(node.orelse)
+            return note(max(a1, a2), max(c1, c2))
+        if isinstance(node, ast.Compare):
+            a, c = bits(node.left)
+            for right in node.comparators:
+                if isinstance(right, ast.Call):  # range(...): x - start is computed
+                    for arg in right.args:
+                        a2, c2 = bits(arg)
+                        note(max(a, a2), max(c, c2) + 1)
+                else:
+                    bits(right)
+            return note(0, 1)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("min", "max", "abs"):
+            parts = [bits(arg) for arg in node.args] or [(0, 0)]
+            return note(max(p[0] for p in parts), max(p[1] for p in parts) + 1)
+        raise _NeedsSpans
+
+    try:
+        bits(tree)
+    except (_NeedsSpans, RecursionError):
+        return None
+    return envelope[0], envelope[1]
+
+
+def fits_quickly(growth_bound: tuple[int, int] | None, names: Mapping[str, Span]) -> bool:
+    """The quick test: every integer stays within 53 bits (exact in int64 and in float64 alike)."""
+    if growth_bound is None:
+        return False
+    b = 1
+    for span in names.values():
+        if span.ilo is not None:
+            b = max(b, (-span.ilo).bit_length(), span.ihi.bit_length())  # type: ignore[union-attr]
+    a, c = growth_bound
+    return a * b + c <= 53
+
+
+_VERDICTS: dict[tuple, bool] = {}  # (restriction text, spans it reads) -> verdict: rebuilding a space is free
+
+
+def int64_is_exact(tree: ast.AST, names: Mapping[str, Span], key: str | None = None) -> bool:
+    """True when the numpy (int64/float64) evaluation of ``tree`` gives Python's results for these spans.
+
+    ``key`` (the restriction's text) memoises the verdict for the same spans.
+    """
+    if key is not None:
+        memo_key = (key, tuple(sorted(names.items())))
+        verdict = _VERDICTS.get(memo_key)
+        if verdict is not None:
+            return verdict
     analysis = Analysis(names)
     analysis.visit(tree)
+    if key is not None:
+        if len(_VERDICTS) > 4096:
+            _VERDICTS.clear()
+        _VERDICTS[memo_key] = analysis.safe
     return analysis.safe

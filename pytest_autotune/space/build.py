@@ -22,6 +22,7 @@ from typing import Any, Mapping, Sequence, Union
 import numpy as np
 
 from .errors import SearchSpaceError
+from .bounds import spans_of
 from .callables import CallableRestriction
 from .expressions import Restriction as _Compiled
 
@@ -182,7 +183,8 @@ def build_blocks(names: Sequence[str], tables: Sequence[np.ndarray], restriction
     """Enumerate the valid configurations of each independent block; their Cartesian product is the space."""
     table_of = dict(zip(names, tables))
     # int64 evaluation where it is exact over these values, Python integers where it could overflow
-    restrictions = [r.for_values(table_of) for r in restrictions]
+    spans = spans_of(table_of)
+    restrictions = [r.for_values(spans) for r in restrictions]
     candidates = {p: np.arange(len(t)) for p, t in table_of.items()}
     steps: list[BuildStep] = []
     multi: list[Restriction] = []

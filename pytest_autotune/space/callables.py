@@ -66,6 +66,7 @@ class CallableRestriction:
         self.positional = tuple(positional)  # positional-only arguments, passed in this order
         self.label = label_of(fn)
         self.source = f"callable {self.label}"
+        self._memo: dict[tuple, bool] = {}  # values of ``names`` -> verdict, over the whole construction
 
     def call(self, config: Mapping[str, Any]) -> Any:
         """Call with a configuration dict, in the convention the signature asks for."""
@@ -84,13 +85,12 @@ class CallableRestriction:
                                    f"on configuration {dict(config)}") from exc
 
     # -- the Restriction interface, for "values" callables in the vectorised construction --------
-    def for_values(self, tables: Mapping[str, np.ndarray]) -> "CallableRestriction":
-        return self
+    def for_values(self, spans: Mapping[str, Any]) -> "CallableRestriction":
+        return self  # called with Python values: exact already
 
     def evaluate(self, env: Mapping[str, Any]) -> np.ndarray:
         """Boolean mask broadcast over ``env``'s arrays; one call per distinct combination of values."""
-        memo: dict[tuple, bool] = {}
-        names = self.names
+        memo, names = self._memo, self.names
 
         def one(*values: Any) -> bool:
             hit = memo.get(values)

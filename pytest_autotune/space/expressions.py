@@ -195,6 +195,7 @@ class _Compiler:
         self.less = exact_mod.COMPARE["Lt"] if exact else np.less
         self.lazy = exact_mod.lazy if exact else _lazy
         self.used: list[str] = []
+        self.used_constants: set[str] = set()
 
     def fail(self, why: str) -> SearchSpaceError:
         return SearchSpaceError(f"restriction {self.text!r}: {why}")
@@ -227,6 +228,7 @@ class _Compiler:
             return lambda env, bad: env[name]
         if name in self.constants:
             value = self.constants[name]
+            self.used_constants.add(name)
             return lambda env, bad: value
         known = self.parameters + list(self.constants)
         close = difflib.get_close_matches(name, known, n=1)
@@ -247,7 +249,7 @@ class _Compiler:
                 return lambda env, bad: fn(left(env, bad), right(env, bad))
             return lambda env, bad: fn(num(left(env, bad)), num(right(env, bad)))
         if op is ast.Pow:
-            raise_ = exact_mod.power if self.exact else _power
+            pow_fn = exact_mod.power if self.exact else _power
 
             def power(env: Env, bad: list) -> Any:
                 a, b = num(left(env, bad)), num(right(env, bad))
@@ -255,7 +257,7 @@ class _Compiler:
                 if np.any(zero):
                     bad.append(zero)
                     a = _without_zero(a, zero)
-                return raise_(a, b)
+                return pow_fn(a, b)
 
             return power
         if op in _DIVISIONS:
@@ -375,7 +377,7 @@ class _Compiler:
         args = [self.compile(a, depth) for a in node.args]
         num = self.num
 
-        def bounds(env: Env, bad: list) -> tuple:
+        def range_args(env: Env, bad: list) -> tuple:
             values = [num(a(env, bad)) for a in args]
             if len(values) == 1:
                 values = [0] + values
@@ -392,7 +394,7 @@ class _Compiler:
             hit = _truth(in_range(x, *b))
             return np.logical_not(hit) if negate else hit
 
-        return member, bounds
+        return member, range_args
 
     def _IfExp(self, node: ast.IfExp, depth: int) -> Node:
         test, body, orelse = (self.compile(n, depth) for n in (node.test, node.body, node.orelse))
@@ -452,18 +454,20 @@ class Restriction:
     _fn: Node
     tree: ast.AST | None = None
     constants: Mapping[str, Any] = field(default_factory=dict)
+    constant_spans: Mapping[str, bounds.Span] = field(default_factory=dict)  # of the constants it reads
+    growth: tuple[int, int] | None = None  # bounds.growth of the tree: the quick overflow test
     exact: bool = False
 
-    def for_values(self, tables: Mapping[str, np.ndarray]) -> "Restriction":
-        """The restriction to evaluate when its parameters take the values in ``tables``."""
+    def for_values(self, spans: Mapping[str, bounds.Span]) -> "Restriction":
+        """The restriction to evaluate when its parameters range over ``spans`` (:func:`.bounds.spans_of`)."""
         if self.exact or self.tree is None:
             return self
-        spans = {n: bounds.span_of_values([v]) for n, v in self.constants.items()}
-        spans.update({n: bounds.span_of_table(tables[n]) for n in self.names})
-        if bounds.int64_is_exact(self.tree, spans):
+        reads = {**self.constant_spans, **{n: spans[n] for n in self.names}}
+        if bounds.fits_quickly(self.growth, reads) or bounds.int64_is_exact(self.tree, reads, key=self.source):
             return self
         compiler = _Compiler(self.source, self.names, self.constants, exact=True)
-        return Restriction(self.source, self.names, compiler.compile(self.tree), self.tree, self.constants, exact=True)
+        return Restriction(self.source, self.names, compiler.compile(self.tree), self.tree, self.constants,
+                           self.constant_spans, self.growth, exact=True)
 
     def evaluate(self, env: Env) -> np.ndarray:
         """Boolean mask (broadcast over ``env``'s arrays); invalid where a divisor was zero."""
@@ -504,8 +508,8 @@ def compile_restriction(text: str, parameters: Iterable[str], constants: Mapping
         fn = compiler.compile(tree.body)
     except RecursionError:
         raise compiler.fail(f"nested deeper than {MAX_DEPTH} levels") from None
-    used = {n: (constants or {})[n] for n in (constants or {})}
-    return Restriction(text, tuple(compiler.used), fn, tree.body, used)
+    spans = {n: bounds.span_of_values([compiler.constants[n]]) for n in compiler.used_constants}
+    return Restriction(text, tuple(compiler.used), fn, tree.body, compiler.constants, spans, bounds.growth(tree.body))
 
 
 # -- safe literal values (T1 "Values" strings such as "[2**i for i in range(6)]") --------
