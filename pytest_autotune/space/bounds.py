@@ -311,13 +311,19 @@ class _NeedsSpans(Exception):
     """The quick bound does not apply (powers/shifts by non-constants, int()/round()/float() calls)."""
 
 
-def growth(tree: ast.AST) -> tuple[int, int] | None:
+_GROWTH: dict[str, tuple[int, int] | None] = {}
+
+
+def growth(tree: ast.AST, key: str | None = None) -> tuple[int, int] | None:
     """``(a, c)``: no integer in ``tree`` has more than ``a * B + c`` bits when no parameter it reads has more than B.
 
-    Computed once per restriction from its syntax alone, so that the usual
-    restriction over small values is cleared with one multiplication at build
-    time; None where only the full :class:`Analysis` can tell.
+    Computed once per restriction from its syntax alone (memoised by ``key``,
+    its text), so that the usual restriction over small values is cleared with
+    one multiplication at build time; None where only the full
+    :class:`Analysis` can tell.
     """
+    if key is not None and key in _GROWTH:
+        return _GROWTH[key]
     envelope = [0, 0]
 
     def note(a: int, c: int) -> tuple[int, int]:
@@ -377,9 +383,14 @@ def growth(tree: ast.AST) -> tuple[int, int] | None:
 
     try:
         bits(tree)
+        found: tuple[int, int] | None = (envelope[0], envelope[1])
     except (_NeedsSpans, RecursionError):
-        return None
-    return envelope[0], envelope[1]
+        found = None
+    if key is not None:
+        if len(_GROWTH) > 4096:
+            _GROWTH.clear()
+        _GROWTH[key] = found
+    return found
 
 
 def fits_quickly(growth_bound: tuple[int, int] | None, names: Mapping[str, Span]) -> bool:

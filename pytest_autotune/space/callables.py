@@ -44,6 +44,8 @@ def as_restriction_list(restrictions: Any) -> list:
     """A bare string or callable is one restriction (as in Kernel Tuner), not a sequence of them."""
     if restrictions is None:
         return []
+    if type(restrictions) is list:
+        return list(restrictions)
     if isinstance(restrictions, str) or callable(restrictions):
         return [restrictions]
     if isinstance(restrictions, (bytes, Mapping)) or not isinstance(restrictions, Iterable):

@@ -509,7 +509,8 @@ def compile_restriction(text: str, parameters: Iterable[str], constants: Mapping
     except RecursionError:
         raise compiler.fail(f"nested deeper than {MAX_DEPTH} levels") from None
     spans = {n: bounds.span_of_values([compiler.constants[n]]) for n in compiler.used_constants}
-    return Restriction(text, tuple(compiler.used), fn, tree.body, compiler.constants, spans, bounds.growth(tree.body))
+    return Restriction(text, tuple(compiler.used), fn, tree.body, compiler.constants, spans,
+                       bounds.growth(tree.body, key=text))
 
 
 # -- safe literal values (T1 "Values" strings such as "[2**i for i in range(6)]") --------

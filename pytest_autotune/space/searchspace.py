@@ -36,6 +36,8 @@ def _value_table(name: str, values: Sequence[Any]) -> np.ndarray:
         if key in seen:
             raise SearchSpaceError(f"parameter {name!r} lists the value {v!r} more than once")
         seen[key] = 1
+    if all(type(v) is int for v in values) and -(2**63) <= min(values) and max(values) < 2**63:
+        return np.array(values, dtype=np.int64)  # the usual case, decided quickly
     if all(isinstance(v, (bool, np.bool_)) for v in values):
         return np.array(values, dtype=bool)
     ints = [int(v) for v in values if isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_))]
