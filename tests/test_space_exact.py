@@ -189,6 +189,11 @@ def cond(draw, names, depth, consts=INTEGERS):
     form = draw(st.sampled_from(["cmp", "cmp", "cmp", "in", "range", "not", "float"]))
     e = lambda: int_expr(draw, names, depth, consts)  # noqa: E731
     if form == "cmp":
+        ops = [draw(st.sampled_from(['==', '!=', '<', '<=', '>', '>='])),
+               draw(st.sampled_from(['==', '!=', '<', '<=', '>', '>=', 'in', 'not in']))]
+        right = lambda op: f"({e()}, {e()})" if op.endswith("in") else e()  # noqa: E731
+        if draw(st.booleans()):  # a chain: its later links are evaluated only where the earlier hold
+            return f"{e()} {ops[0]} {right(ops[0])} {ops[1]} {right(ops[1])}"
         return f"{e()} {draw(st.sampled_from(['==', '!=', '<', '<=', '>', '>=']))} {e()}"
     if form == "in":
         elements = ", ".join(e() for _ in range(draw(st.integers(1, 3))))
@@ -215,6 +220,7 @@ def near_limit_spaces(draw):
 @example(({"x": [2**63 - 1, -(2**63)]}, ["-x > 0", "abs(x) > 2**62"]))
 @example(({"x": [2**63, 2**63 + 1]}, ["x in range(2**63, 2**63 + 2, 1)", "x % 2 == 1"]))
 @example(({"x": [-(2**63), 2], "y": [-1, 1]}, ["x // y != 0"]))
+@example(({"x": [2**63, 1, 2**64], "y": [2**63 + 1, 2]}, ["2**62 < x < y in (x + 1, 2**64)", "1 < y not in range(x, 2**65, x)"]))
 def test_random_near_limit_spaces_match_python(case):
     params, restrictions = case
     expected = python_valid(params, restrictions)

@@ -148,6 +148,11 @@ def test_membership_of_strings():
     assert configurations(space) == valid_by_python(params, lambda c: c["s"] in (c["t"], c["t"] + "b"))
 
 
+def test_a_chain_may_not_go_on_after_in():
+    with pytest.raises(SearchSpaceError, match="a chain may not go on after 'in'/'not in'"):
+        SearchSpace(PARAMS, ["tile_size_x in (1, 2) == tile_size_y"])
+
+
 def test_range_arguments_must_be_integers():
     with pytest.raises(SearchSpaceError, match=r"restriction 'tile_size_x in range\(block_size_x / 2\)'.*integers"):
         SearchSpace(PARAMS, ["tile_size_x in range(block_size_x / 2)"])

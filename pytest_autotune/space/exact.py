@@ -127,13 +127,19 @@ def lazy(node: Callable[[Any, list], Any], env: dict, bad: list, active: Any) ->
     sub_env = {n: v[active] if isinstance(v, np.ndarray) and v.ndim else v for n, v in env.items()}
     sub_bad: list = []
     value = node(sub_env, sub_bad)
-    full = np.full(active.shape, SKIP, dtype=object)
-    full[active] = value
+
+    def scatter(part: Any) -> np.ndarray:
+        full = np.full(active.shape, SKIP, dtype=object)
+        full[active] = part
+        return full
+
+    # the right of 'in' is a list of elements or range arguments: each is scattered back
+    value = type(value)(map(scatter, value)) if isinstance(value, (list, tuple)) else scatter(value)
     for zero in sub_bad:
         flat = np.zeros(active.shape, dtype=bool)
         flat[active] = zero
         bad.append(flat)
-    return full
+    return value
 
 
 def _min(a: Any, b: Any) -> Any:

@@ -306,8 +306,11 @@ class _Compiler:
     def _Compare(self, node: ast.Compare, depth: int) -> Node:
         first = self.compile(node.left, depth)
         steps: list[tuple[Callable[[Any, Any], Any], Node]] = []
-        for op, comparator in zip(node.ops, node.comparators):
+        for i, (op, comparator) in enumerate(zip(node.ops, node.comparators)):
             kind = type(op)
+            if kind in (ast.In, ast.NotIn) and i < len(node.ops) - 1:
+                raise self.fail("a chain may not go on after 'in'/'not in' (Python would compare the tuple or "
+                                "range itself); join two comparisons with 'and' instead")
             if kind in (ast.In, ast.NotIn):
                 steps.append(self._membership(comparator, kind is ast.NotIn, depth))
             elif kind in _COMPARE:
