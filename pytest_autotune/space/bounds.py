@@ -14,7 +14,12 @@ used only where the bounds prove it exact:
 
 Otherwise the restriction is evaluated with Python integers (:mod:`.exact`).
 The analysis is conservative: it may send an exact-safe restriction to the
-slower path, never the reverse.
+slower path, never the reverse. Two levels keep it cheap: :func:`growth`
+reads from the syntax alone how many bits an expression can grow to
+(``a * B + c`` for parameters of at most B bits), which clears the usual
+restriction over small values with one multiplication; only what that cannot
+clear gets the interval walk (:class:`Analysis`), memoised per restriction
+and value ranges.
 """
 from __future__ import annotations
 
