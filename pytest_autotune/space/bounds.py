@@ -350,6 +350,7 @@ def growth(tree: ast.AST, key: str | None = None) -> tuple[int, int] | None:
                 k = node.right.value if isinstance(node.right, ast.Constant) else None
                 if type(k) is not int or not 0 <= k <= 62:
                     raise _NeedsSpans
+                note(0, k.bit_length())
                 a, c = bits(node.left)
                 if op is ast.Pow:
                     return note(a * k, max(c * k, 1))  # x ** 0 is 1
