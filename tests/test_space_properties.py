@@ -31,7 +31,7 @@ INTS = list(range(-4, 13))
 FLOATS = [-1.5, -0.5, 0.0, 0.25, 0.5, 1.0, 2.0, 3.5, 6.0]
 STRS = ["a", "b", "c", "ab", ""]
 MIXED = [0, 1, 2.5, "a", "b"]
-FUNCS = {"min": min, "max": max, "abs": abs, "int": int, "float": float, "round": round}
+FUNCS = {"min": min, "max": max, "abs": abs, "int": int, "float": float, "round": round, "range": range}
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
                 derandomize=False)
@@ -94,9 +94,15 @@ def numeric(draw, kinds, depth):
     return f"({sub()} {draw(st.sampled_from(['and', 'or']))} {sub()})"
 
 
+def _int_expr(draw, kinds):
+    names = [n for n, k in kinds.items() if k in ("int", "bool")]
+    leaf = lambda: draw(st.sampled_from(names)) if names and draw(st.booleans()) else str(draw(st.integers(-3, 8)))  # noqa: E731
+    return leaf() if draw(st.booleans()) else f"({leaf()} {draw(st.sampled_from(['+', '-', '*', '//']))} {leaf()})"
+
+
 def condition(draw, kinds, depth):
     cmp_ops = ["==", "!=", "<", "<=", ">", ">="]
-    forms = ["cmp", "cmp", "cmp", "chain", "in", "truth"]
+    forms = ["cmp", "cmp", "cmp", "chain", "in", "inexpr", "range", "truth"]
     if depth > 0:
         forms += ["and", "or", "not", "ifexp"]
     if any(k == "str" for k in kinds.values()):
@@ -116,6 +122,14 @@ def condition(draw, kinds, depth):
         members = draw(st.lists(st.sampled_from([-2, 0, 1, 2, 3, 4, 8, 0.5, 2.0, "a"]), min_size=1, max_size=4))
         neg = draw(st.sampled_from(["in", "not in"]))
         return f"{numeric(draw, kinds, d)} {neg} ({', '.join(map(repr, members))},)"
+    if form == "inexpr":  # a tuple/list of expressions over the parameters
+        members = [numeric(draw, kinds, d) for _ in range(draw(st.integers(1, 3)))]
+        neg = draw(st.sampled_from(["in", "not in"]))
+        left, right = ("[", "]") if draw(st.booleans()) else ("(", ",)")
+        return f"{numeric(draw, kinds, d)} {neg} {left}{', '.join(members)}{right}"
+    if form == "range":  # integer arguments (expressions over int parameters), a step of 0 now and then
+        args = [_int_expr(draw, kinds) for _ in range(draw(st.integers(1, 3)))]
+        return f"{numeric(draw, kinds, d)} {draw(st.sampled_from(['in', 'not in']))} range({', '.join(args)})"
     if form == "truth":
         return numeric(draw, kinds, d)
     if form in ("and", "or"):
@@ -178,6 +192,10 @@ class Reference:
                 try:
                     ok = bool(eval(code, {"__builtins__": {}, **FUNCS}, dict(config)))  # noqa: S307 - test reference
                 except ZeroDivisionError:
+                    ok = False
+                except ValueError as exc:
+                    if "must not be zero" not in str(exc):  # range(a, b, 0): invalid like a zero division
+                        self.errors.append(exc)
                     ok = False
                 except Exception as exc:  # a grammar slip (type error): the example is rejected below
                     self.errors.append(exc)

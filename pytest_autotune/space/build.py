@@ -17,12 +17,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from math import prod
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence, Union
 
 import numpy as np
 
 from .errors import SearchSpaceError
-from .expressions import Restriction
+from .bounds import spans_of
+from .callables import CallableRestriction
+from .expressions import Restriction as _Compiled
+
+# an expression, or a callable over named parameters: both evaluate on broadcast blocks
+Restriction = Union[_Compiled, CallableRestriction]
 
 DEFAULT_CHUNK_ROWS = 1 << 22
 # More rows than this (tens of GiB of index columns) are refused with an error, not a crash.
@@ -177,6 +182,9 @@ def build_blocks(names: Sequence[str], tables: Sequence[np.ndarray], restriction
                  chunk_rows: int = DEFAULT_CHUNK_ROWS) -> BlockResult:
     """Enumerate the valid configurations of each independent block; their Cartesian product is the space."""
     table_of = dict(zip(names, tables))
+    # int64 evaluation where it is exact over these values, Python integers where it could overflow
+    spans = spans_of(table_of)
+    restrictions = [r.for_values(spans) for r in restrictions]
     candidates = {p: np.arange(len(t)) for p, t in table_of.items()}
     steps: list[BuildStep] = []
     multi: list[Restriction] = []
@@ -245,8 +253,8 @@ def empty_space_report(names: Sequence[str], tables: Sequence[np.ndarray], restr
 
 
 def apply_callables(names: Sequence[str], tables: Sequence[np.ndarray], columns: list[np.ndarray],
-                    callables: list[Callable[[dict], Any]]) -> np.ndarray:
-    """Row mask of callable restrictions, which can only be applied one configuration at a time."""
+                    callables: list[CallableRestriction]) -> np.ndarray:
+    """Row mask of callable restrictions that read the whole configuration, applied one configuration at a time."""
     n = len(columns[0]) if columns else 0
     keep = np.ones(n, dtype=bool)
     if not callables or n == 0:
@@ -255,13 +263,7 @@ def apply_callables(names: Sequence[str], tables: Sequence[np.ndarray], columns:
     for i, row in enumerate(zip(*value_cols)):
         config = dict(zip(names, row))
         for fn in callables:
-            try:
-                ok = fn(config)
-            except Exception as exc:
-                label = getattr(fn, "__qualname__", repr(fn))
-                raise SearchSpaceError(f"callable restriction {label} raised {type(exc).__name__}: {exc} "
-                                       f"on configuration {config}") from exc
-            if not ok:
+            if not fn.checked_call(config):
                 keep[i] = False
                 break
     return keep

@@ -2,32 +2,38 @@
 
 A restriction such as ``"block_size_x * block_size_y <= max_threads"`` is
 parsed with :mod:`ast`, checked against a whitelist (arithmetic, comparisons,
-boolean logic, ``in`` over literal tuples/lists, conditional expressions and
+boolean logic, ``in``/``not in`` with a tuple/list of expressions or a
+``range(...)``, conditional expressions and
 ``min``/``max``/``abs``/``int``/``float``/``round``), and turned into a tree
 of closures that evaluates on numpy arrays. Broadcasting is what makes space
 construction fast: bound parameters arrive as ``(n, 1)`` columns and the newly
 bound one as a ``(1, m)`` row, so each restriction is tested on the whole
 ``n x m`` block without materialising the repeated columns.
 
-Division, floor division and modulo by zero (and ``0 ** -1``) make the
-configuration invalid (Python would raise) rather than crash the build, but
-only where Python would evaluate them: ``y == 0 or x % y == 0`` keeps
-``y == 0``, as does ``x / y if y else 0``. Otherwise the semantics are
-Python's: ``and``/``or`` yield an operand, booleans do integer arithmetic,
-``in`` compares like ``==``. Integers are int64 (no unbounded Python
-integers, so no ``1 << 10**10`` allocating gigabytes); ``**`` turns to
-float64 where int64 would overflow; string repetition is capped.
+Division, floor division and modulo by zero (and ``0 ** -1``, a ``range``
+step of 0) make the configuration invalid (Python would raise) rather than
+crash the build, but only where Python would evaluate them: ``y == 0 or x % y
+== 0`` keeps ``y == 0``, as does ``x / y if y else 0``. Otherwise the
+semantics are Python's: ``and``/``or`` yield an operand, booleans do integer
+arithmetic, ``in`` compares like ``==``, and integers are exact. Integers are
+int64 where :mod:`.bounds` proves, from the parameters' values, that int64
+cannot overflow (the usual case); a restriction where it could is compiled a
+second time with Python integers (:mod:`.exact`), whose growth is capped
+(no ``1 << 10**10`` allocating gigabytes). String repetition is capped.
 """
 from __future__ import annotations
 
 import ast
 import difflib
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
+from . import bounds
+from . import exact as exact_mod
+from .callables import accepted_forms
 from .errors import SearchSpaceError
 
 MAX_EXPRESSION_LENGTH = 10_000
@@ -51,6 +57,7 @@ _DIVISIONS: dict[type, Callable[[Any, Any], Any]] = {
     ast.FloorDiv: np.floor_divide,
     ast.Mod: np.mod,
 }
+_UNARY: dict[type, Callable[[Any], Any]] = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert}
 _COMPARE: dict[type, Callable[[Any, Any], Any]] = {
     ast.Eq: operator.eq,
     ast.NotEq: operator.ne,
@@ -66,17 +73,19 @@ def _np_round(x: Any, ndigits: Any = 0) -> Any:
 
 
 def _np_int(x: Any) -> Any:
-    return np.trunc(x).astype(np.int64) if isinstance(x, np.ndarray) else int(x)
+    if isinstance(x, np.ndarray):
+        return x.astype(np.int64) if x.dtype.kind in "biu" else np.trunc(x).astype(np.int64)
+    return int(x)
 
 
 def _np_float(x: Any) -> Any:
     return np.asarray(x, dtype=np.float64) if isinstance(x, np.ndarray) else float(x)
 
 
-def _reduce(fn: Callable[[Any, Any], Any]) -> Callable[..., Any]:
+def _reduce(fn: Callable[[Any, Any], Any], name: str) -> Callable[..., Any]:
     def apply(*args: Any) -> Any:
         if len(args) < 2:
-            raise SearchSpaceError(f"{fn.__name__.replace('imum', '')}() needs at least two arguments here")
+            raise SearchSpaceError(f"{name}() needs at least two arguments here")
         out = args[0]
         for arg in args[1:]:
             out = fn(out, arg)
@@ -86,24 +95,28 @@ def _reduce(fn: Callable[[Any, Any], Any]) -> Callable[..., Any]:
 
 
 FUNCTIONS: dict[str, Callable[..., Any]] = {
-    "min": _reduce(np.minimum),
-    "max": _reduce(np.maximum),
+    "min": _reduce(np.minimum, "min"),
+    "max": _reduce(np.maximum, "max"),
     "abs": np.abs,
     "int": _np_int,
     "float": _np_float,
     "round": _np_round,
 }
+EXACT_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "min": _reduce(exact_mod.FUNCTIONS["min"], "min"),
+    "max": _reduce(exact_mod.FUNCTIONS["max"], "max"),
+    "abs": exact_mod.FUNCTIONS["abs"],
+    "int": exact_mod.FUNCTIONS["int"],
+    "float": exact_mod.FUNCTIONS["float"],
+    "round": lambda x, *nd: exact_mod.FUNCTIONS["round2" if nd else "round1"](x, *nd),
+}
 
 
 def _power(base: Any, exp: Any) -> Any:
-    """``**`` without Python's unbounded integers: int64, or float64 where int64 would overflow; never a hang."""
+    """``**`` on int64/float64; :mod:`.bounds` has sent every case that could overflow int64 to Python ints."""
     b, e = np.asarray(base), np.asarray(exp)
     if b.dtype.kind in "iub" and e.dtype.kind in "iub" and np.all(e >= 0):
-        exact = np.power(b.astype(np.int64), e.astype(np.int64))
-        approx = np.float_power(b, e)
-        if np.all(np.abs(approx) < 2.0**62):
-            return exact
-        return np.where(np.abs(approx) < 2.0**62, exact, approx)
+        return np.power(b.astype(np.int64), e.astype(np.int64))
     return np.float_power(b, e)
 
 
@@ -122,17 +135,7 @@ def _is_text(x: Any) -> bool:
     return isinstance(x, str) or (isinstance(x, np.ndarray) and x.dtype == object)
 
 
-MAX_TEXT_LENGTH = 1 << 16
-
-
-def _mul_one(a: Any, b: Any) -> Any:
-    for s, n in ((a, b), (b, a)):
-        if isinstance(s, str) and isinstance(n, (int, np.integer)) and n * len(s) > MAX_TEXT_LENGTH:
-            raise SearchSpaceError(f"string repetition longer than {MAX_TEXT_LENGTH} characters")
-    return a * b
-
-
-_mul_objects = np.frompyfunc(_mul_one, 2, 1)
+_mul_objects = np.frompyfunc(exact_mod.mul_one, 2, 1)
 
 
 def _multiply(a: Any, b: Any) -> Any:
@@ -152,24 +155,47 @@ def _lazy(node: Node, env: Env, bad: list, active: Any) -> Any:
 
 
 def _select(cond: Any, a: Any, b: Any) -> Any:
-    """``np.where`` that keeps strings as Python objects instead of promoting to numpy strings."""
-    if _is_text(a) or _is_text(b):
+    """``np.where`` that keeps strings and Python ints as Python objects instead of promoting them."""
+    if _needs_objects(a) or _needs_objects(b):
         a, b = np.asarray(a, dtype=object), np.asarray(b, dtype=object)
     return np.where(cond, a, b)
+
+
+def _needs_objects(x: Any) -> bool:
+    return _is_text(x) or (isinstance(x, int) and not -(2**63) <= x < 2**63)
 
 
 def _truth(x: Any) -> Any:
     return x.astype(bool) if isinstance(x, np.ndarray) and x.dtype != bool else (x if isinstance(x, np.ndarray) else bool(x))
 
 
-class _Compiler:
-    """Turns a whitelisted AST into closures; records the names it reads."""
+def _without_zero(b: Any, zero: Any) -> Any:
+    """``b`` with its zeros replaced by 1 (their configurations are marked invalid instead)."""
+    if isinstance(b, np.ndarray):
+        return np.where(zero, 1, b)
+    return 1 if zero else b
 
-    def __init__(self, text: str, parameters: Iterable[str], constants: Mapping[str, Any]):
+
+def _refused(what: str) -> str:
+    return f"{what} is not allowed in a restriction; {accepted_forms()}"
+
+
+class _Compiler:
+    """Turns a whitelisted AST into closures; records the names it reads.
+
+    ``exact`` compiles for Python integers (object arrays) instead of int64.
+    """
+
+    def __init__(self, text: str, parameters: Iterable[str], constants: Mapping[str, Any], exact: bool = False):
         self.text = text
         self.parameters = list(parameters)
         self.constants = dict(constants)
+        self.exact = exact
+        self.num = exact_mod.python_values if exact else _num
+        self.less = exact_mod.COMPARE["Lt"] if exact else np.less
+        self.lazy = exact_mod.lazy if exact else _lazy
         self.used: list[str] = []
+        self.used_constants: set[str] = set()
 
     def fail(self, why: str) -> SearchSpaceError:
         return SearchSpaceError(f"restriction {self.text!r}: {why}")
@@ -179,9 +205,7 @@ class _Compiler:
             raise self.fail(f"nested deeper than {MAX_DEPTH} levels")
         method = getattr(self, "_" + type(node).__name__, None)
         if method is None:
-            raise self.fail(f"{type(node).__name__} is not allowed in a restriction "
-                            "(allowed: arithmetic, comparisons, and/or/not, 'in' with literal lists, "
-                            "x if c else y, min/max/abs/int/float/round)")
+            raise self.fail(_refused(type(node).__name__))
         return method(node, depth + 1)
 
     # -- leaves -------------------------------------------------------------
@@ -189,10 +213,9 @@ class _Compiler:
         value = node.value
         if not isinstance(value, (bool, int, float, str)):
             raise self.fail(f"constant {value!r} of type {type(value).__name__} is not allowed")
-        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**62:
-            raise self.fail(f"integer constant {value} is too large")
-        if isinstance(value, int) and not isinstance(value, bool):
-            value = np.int64(value)  # int64 arithmetic: no unbounded Python integers (1 << 10**10)
+        if isinstance(value, int) and not isinstance(value, bool) and not self.exact \
+                and -(2**63) <= value < 2**63:
+            value = np.int64(value)  # int64 arithmetic; a larger constant leaves the restriction to Python ints
         return lambda env, bad: value
 
     def _Name(self, node: ast.Name, depth: int) -> Node:
@@ -205,6 +228,7 @@ class _Compiler:
             return lambda env, bad: env[name]
         if name in self.constants:
             value = self.constants[name]
+            self.used_constants.add(name)
             return lambda env, bad: value
         known = self.parameters + list(self.constants)
         close = difflib.get_close_matches(name, known, n=1)
@@ -215,53 +239,54 @@ class _Compiler:
     def _BinOp(self, node: ast.BinOp, depth: int) -> Node:
         left, right = self.compile(node.left, depth), self.compile(node.right, depth)
         op = type(node.op)
+        num = self.num
         if op is ast.Mult:
-            return lambda env, bad: _multiply(_num(left(env, bad)), _num(right(env, bad)))
+            mul = exact_mod.multiply if self.exact else _multiply
+            return lambda env, bad: mul(num(left(env, bad)), num(right(env, bad)))
         if op in _BINOPS:
-            fn = _BINOPS[op]
-            if op in (ast.BitAnd, ast.BitOr, ast.BitXor):  # bool & bool stays bool, as in Python
+            fn = exact_mod.BINOPS[op.__name__] if self.exact else _BINOPS[op]
+            if op in (ast.BitAnd, ast.BitOr, ast.BitXor) and not self.exact:  # bool & bool stays bool, as in Python
                 return lambda env, bad: fn(left(env, bad), right(env, bad))
-            return lambda env, bad: fn(_num(left(env, bad)), _num(right(env, bad)))
+            return lambda env, bad: fn(num(left(env, bad)), num(right(env, bad)))
         if op is ast.Pow:
+            pow_fn = exact_mod.power if self.exact else _power
+
             def power(env: Env, bad: list) -> Any:
-                a, b = _num(left(env, bad)), _num(right(env, bad))
-                zero = np.logical_and(_is_zero(a), np.less(b, 0))  # 0 ** -1 raises in Python
+                a, b = num(left(env, bad)), num(right(env, bad))
+                zero = np.logical_and(_is_zero(a), _truth(self.less(b, 0)))  # 0 ** -1 raises in Python
                 if np.any(zero):
                     bad.append(zero)
-                    a = np.where(zero, 1, a)
-                return _power(a, b)
+                    a = _without_zero(a, zero)
+                return pow_fn(a, b)
 
             return power
         if op in _DIVISIONS:
-            div = _DIVISIONS[op]
+            div = exact_mod.BINOPS[op.__name__] if self.exact else _DIVISIONS[op]
 
             def divide(env: Env, bad: list) -> Any:
-                a, b = _num(left(env, bad)), _num(right(env, bad))
+                a, b = num(left(env, bad)), num(right(env, bad))
                 zero = _is_zero(b)
                 if np.any(zero):
                     bad.append(zero)
-                    b = np.where(zero, 1, b)
+                    b = _without_zero(b, zero)
                 return div(a, b)
 
             return divide
-        raise self.fail(f"operator {op.__name__} is not allowed")
+        raise self.fail(_refused(f"operator {op.__name__}"))
 
     def _UnaryOp(self, node: ast.UnaryOp, depth: int) -> Node:
         operand = self.compile(node.operand, depth)
         op = type(node.op)
+        num = self.num
         if op is ast.Not:
-            return lambda env, bad: np.logical_not(operand(env, bad))
-        if op is ast.USub:
-            return lambda env, bad: -_num(operand(env, bad))
-        if op is ast.UAdd:
-            return lambda env, bad: _num(operand(env, bad))
-        if op is ast.Invert:
-            return lambda env, bad: ~_num(operand(env, bad))
-        raise self.fail(f"unary operator {op.__name__} is not allowed")  # pragma: no cover
+            return lambda env, bad: np.logical_not(_truth(operand(env, bad)))
+        fn = exact_mod.UNARY[op.__name__] if self.exact else _UNARY[op]
+        return lambda env, bad: fn(num(operand(env, bad)))
 
     def _BoolOp(self, node: ast.BoolOp, depth: int) -> Node:
         parts = [self.compile(v, depth) for v in node.values]
         is_and = isinstance(node.op, ast.And)
+        lazy = self.lazy
 
         # Python semantics: the value is an operand (not a bool), and an operand
         # is evaluated (its divisions by zero count) only where the earlier ones
@@ -272,7 +297,7 @@ class _Compiler:
                 go = _truth(out) if is_and else np.logical_not(_truth(out))
                 if not np.any(go):
                     break
-                nxt = _lazy(part, env, bad, go)
+                nxt = lazy(part, env, bad, go)
                 out = _select(go, nxt, out)
             return out
 
@@ -281,21 +306,20 @@ class _Compiler:
     def _Compare(self, node: ast.Compare, depth: int) -> Node:
         first = self.compile(node.left, depth)
         steps: list[tuple[Callable[[Any, Any], Any], Node]] = []
-        for op, comparator in zip(node.ops, node.comparators):
+        for i, (op, comparator) in enumerate(zip(node.ops, node.comparators)):
             kind = type(op)
+            if kind in (ast.In, ast.NotIn) and i < len(node.ops) - 1:
+                raise self.fail("a chain may not go on after 'in'/'not in' (Python would compare the tuple or "
+                                "range itself); join two comparisons with 'and' instead")
             if kind in (ast.In, ast.NotIn):
-                members = self._literal_collection(comparator)
-                negate = kind is ast.NotIn
-
-                def member(a: Any, b: Any, negate: bool = negate) -> Any:
-                    hit = np.isin(a, b) if isinstance(a, np.ndarray) else a in b
-                    return np.logical_not(hit) if negate else hit
-
-                steps.append((member, (lambda env, bad, m=members: m)))
+                steps.append(self._membership(comparator, kind is ast.NotIn, depth))
             elif kind in _COMPARE:
-                steps.append((_COMPARE[kind], self.compile(comparator, depth)))
+                fn = exact_mod.COMPARE[kind.__name__] if self.exact else _COMPARE[kind]
+                steps.append((fn, self.compile(comparator, depth)))
             else:
-                raise self.fail(f"comparison {kind.__name__} is not allowed")
+                raise self.fail(_refused(f"comparison {kind.__name__}"))
+
+        lazy = self.lazy
 
         def compare(env: Env, bad: list) -> Any:
             left = first(env, bad)
@@ -303,62 +327,158 @@ class _Compiler:
             for i, (fn, right_node) in enumerate(steps):
                 if i and not np.any(out):
                     break  # a < b < c: Python stops at the first false link
-                right = right_node(env, bad) if i == 0 else _lazy(right_node, env, bad, out)
-                out = np.logical_and(out, fn(left, right))
+                right = right_node(env, bad) if i == 0 else lazy(right_node, env, bad, out)
+                out = np.logical_and(out, _truth(fn(left, right)))
                 left = right
             return out
 
         return compare
 
-    def _literal_collection(self, node: ast.AST) -> list:
+    # -- 'in' and 'not in' ----------------------------------------------------
+    def _membership(self, node: ast.AST, negate: bool, depth: int) -> tuple[Callable[[Any, Any], Any], Node]:
+        """``(test, right operand)`` for ``x in <node>``: a tuple/list/set of expressions, or ``range(...)``."""
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range":
+            return self._range(node, negate, depth)
         if not isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-            raise self.fail("'in' needs a literal tuple or list on its right, e.g. x in (1, 2, 4)")
+            raise self.fail(_refused(f"'in' with {type(node).__name__} on its right (use a tuple or list, "
+                                     "e.g. x in (1, 2, 4) or x in (y, 2 * y), or range(...))"))
+        literals = self._literal_collection(node)
+        if literals is not None and not self.exact:
+            def member(a: Any, b: Any) -> Any:
+                hit = np.isin(a, b) if isinstance(a, np.ndarray) else a in b
+                return np.logical_not(hit) if negate else hit
+
+            return member, (lambda env, bad, m=literals: m)
+        elements = [self.compile(e, depth) for e in node.elts]
+        equal = exact_mod.COMPARE["Eq"] if self.exact else operator.eq
+
+        def any_equal(a: Any, values: list) -> Any:
+            hit: Any = False
+            for v in values:  # Python's 'in' on a tuple: == with each element in turn
+                hit = np.logical_or(hit, _truth(equal(a, v)))
+            return np.logical_not(hit) if negate else hit
+
+        return any_equal, (lambda env, bad: [e(env, bad) for e in elements])
+
+    def _literal_collection(self, node: ast.Tuple | ast.List | ast.Set) -> list | np.ndarray | None:
+        """The elements when all are literal numbers/strings (an np.isin table), else None."""
         values = []
         for elt in node.elts:
-            if isinstance(elt, ast.UnaryOp) and isinstance(elt.op, ast.USub) and isinstance(elt.operand, ast.Constant):
+            if isinstance(elt, ast.UnaryOp) and isinstance(elt.op, ast.USub) and isinstance(elt.operand, ast.Constant) \
+                    and isinstance(elt.operand.value, (int, float)):
                 elt = ast.Constant(-elt.operand.value)
             if not isinstance(elt, ast.Constant) or not isinstance(elt.value, (bool, int, float, str)):
-                raise self.fail("'in' lists may hold only literal numbers and strings")
+                return None
             values.append(elt.value)
         if len({isinstance(v, str) for v in values}) > 1:
             return np.array(values, dtype=object)  # np.isin would turn [1, 'a'] into strings
         return values
 
+    def _range(self, node: ast.Call, negate: bool, depth: int) -> tuple[Callable[[Any, Any], Any], Node]:
+        if node.keywords or not 1 <= len(node.args) <= 3 or any(isinstance(a, ast.Starred) for a in node.args):
+            raise self.fail("range() takes 1 to 3 plain positional arguments, e.g. x in range(1, n + 1)")
+        args = [self.compile(a, depth) for a in node.args]
+        num = self.num
+
+        def range_args(env: Env, bad: list) -> tuple:
+            values = [num(a(env, bad)) for a in args]
+            if len(values) == 1:
+                values = [0] + values
+            start, stop, step = values if len(values) == 3 else values + [1]
+            zero = _is_zero(step)
+            if np.any(zero):  # range(a, b, 0) raises in Python: invalid there
+                bad.append(zero)
+                step = _without_zero(step, zero)
+            return start, stop, step
+
+        in_range = exact_mod.in_range if self.exact else _in_range
+
+        def member(x: Any, b: tuple) -> Any:
+            hit = _truth(in_range(x, *b))
+            return np.logical_not(hit) if negate else hit
+
+        return member, range_args
+
     def _IfExp(self, node: ast.IfExp, depth: int) -> Node:
         test, body, orelse = (self.compile(n, depth) for n in (node.test, node.body, node.orelse))
+        lazy = self.lazy
 
         def ifexp(env: Env, bad: list) -> Any:
             t = _truth(test(env, bad))
             if np.all(t):
-                return _lazy(body, env, bad, t)
+                return lazy(body, env, bad, t)
             if not np.any(t):
-                return _lazy(orelse, env, bad, np.logical_not(t))
-            return _select(t, _lazy(body, env, bad, t), _lazy(orelse, env, bad, np.logical_not(t)))
+                return lazy(orelse, env, bad, np.logical_not(t))
+            return _select(t, lazy(body, env, bad, t), lazy(orelse, env, bad, np.logical_not(t)))
 
         return ifexp
 
     def _Call(self, node: ast.Call, depth: int) -> Node:
+        if isinstance(node.func, ast.Name) and node.func.id == "range":
+            raise self.fail("range(...) is allowed only on the right of 'in' / 'not in', e.g. x in range(1, 9)")
         if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
             shown = ast.unparse(node.func) if hasattr(ast, "unparse") else "?"
-            raise self.fail(f"call of {shown!r} is not allowed (allowed functions: {', '.join(FUNCTIONS)})")
+            raise self.fail(_refused(f"call of {shown!r}"))
         if node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
             raise self.fail("function calls take plain positional arguments only")
-        fn = FUNCTIONS[node.func.id]
+        fn = (EXACT_FUNCTIONS if self.exact else FUNCTIONS)[node.func.id]
         args = [self.compile(a, depth) for a in node.args]
         return lambda env, bad: fn(*(a(env, bad) for a in args))
 
 
+def _in_range(x: Any, start: Any, stop: Any, step: Any) -> Any:
+    """Vectorised ``x in range(start, stop, step)`` on int64/float64 (step never 0 here)."""
+    if _is_text(x) or any(_is_text(v) for v in (start, stop, step)):
+        return exact_mod.in_range(x, start, stop, step)
+    for v in (start, stop, step):
+        if np.asarray(v).dtype.kind not in "biu":
+            raise SearchSpaceError(f"range() arguments must be integers, got {np.asarray(v).dtype.name} values")
+    x = _num(x)
+    up = np.greater(step, 0)
+    inside = np.where(up, np.logical_and(np.less_equal(start, x), np.less(x, stop)),
+                      np.logical_and(np.less(stop, x), np.less_equal(x, start)))
+    on_step = np.equal(np.mod(np.subtract(x, start), step), 0)
+    if np.asarray(x).dtype.kind == "f":  # 2.0 in range(5) is True, 2.5 is not
+        on_step = np.logical_and(on_step, np.equal(np.floor(x), x))
+    return np.logical_and(inside, on_step)
+
+
 @dataclass
 class Restriction:
-    """One compiled restriction: the parameters it reads and a vectorised test."""
+    """One compiled restriction: the parameters it reads and a vectorised test.
+
+    :meth:`for_values` gives the version to evaluate over given parameter
+    values: this one (int64) or, where int64 could overflow, a twin compiled
+    for Python integers.
+    """
 
     source: str
     names: tuple[str, ...]
     _fn: Node
+    tree: ast.AST | None = None
+    constants: Mapping[str, Any] = field(default_factory=dict)
+    constant_spans: Mapping[str, bounds.Span] = field(default_factory=dict)  # of the constants it reads
+    growth: tuple[int, int] | None = None  # bounds.growth of the tree: the quick overflow test
+    exact: bool = False
+
+    def for_values(self, spans: Mapping[str, bounds.Span]) -> "Restriction":
+        """The restriction to evaluate when its parameters range over ``spans`` (:func:`.bounds.spans_of`)."""
+        if self.exact or self.tree is None:
+            return self
+        reads = {**self.constant_spans, **{n: spans[n] for n in self.names}}
+        if bounds.fits_quickly(self.growth, reads) or bounds.int64_is_exact(self.tree, reads, key=self.source):
+            return self
+        compiler = _Compiler(self.source, self.names, self.constants, exact=True)
+        return Restriction(self.source, self.names, compiler.compile(self.tree), self.tree, self.constants,
+                           self.constant_spans, self.growth, exact=True)
 
     def evaluate(self, env: Env) -> np.ndarray:
         """Boolean mask (broadcast over ``env``'s arrays); invalid where a divisor was zero."""
         bad: list = []
+        shape = None
+        if self.exact:  # flat object arrays, so that untaken branches can be left out entry by entry
+            shape = np.broadcast_shapes(*(np.shape(v) for v in env.values()))
+            env = {n: np.broadcast_to(exact_mod.python_values(v), shape).ravel() for n, v in env.items()}
         with np.errstate(all="ignore"):
             try:
                 out = self._fn(env, bad)
@@ -370,14 +490,14 @@ class Restriction:
         if mask.dtype != bool:
             mask = mask.astype(bool)
         for zero in bad:
-            mask = np.logical_and(mask, np.logical_not(zero))
-        return mask
+            mask = np.logical_and(mask, np.logical_not(np.asarray(zero, dtype=bool)))
+        return mask.reshape(shape) if shape is not None and mask.ndim else mask
 
 
 def compile_restriction(text: str, parameters: Iterable[str], constants: Mapping[str, Any] | None = None) -> Restriction:
     """Parse and whitelist ``text``; raise :class:`SearchSpaceError` naming the fault."""
     if not isinstance(text, str):
-        raise SearchSpaceError(f"restriction {text!r} must be a string or a callable")
+        raise SearchSpaceError(f"restriction {text!r} must be a string or a callable; {accepted_forms()}")
     if len(text) > MAX_EXPRESSION_LENGTH:
         raise SearchSpaceError(f"restriction of {len(text)} characters is longer than {MAX_EXPRESSION_LENGTH}")
     try:
@@ -391,7 +511,9 @@ def compile_restriction(text: str, parameters: Iterable[str], constants: Mapping
         fn = compiler.compile(tree.body)
     except RecursionError:
         raise compiler.fail(f"nested deeper than {MAX_DEPTH} levels") from None
-    return Restriction(text, tuple(compiler.used), fn)
+    spans = {n: bounds.span_of_values([compiler.constants[n]]) for n in compiler.used_constants}
+    return Restriction(text, tuple(compiler.used), fn, tree.body, compiler.constants, spans,
+                       bounds.growth(tree.body, key=text))
 
 
 # -- safe literal values (T1 "Values" strings such as "[2**i for i in range(6)]") --------

@@ -11,9 +11,10 @@ import numpy as np
 from . import neighbours as nb
 from .build import DEFAULT_CHUNK_ROWS, apply_callables, build_blocks
 from .errors import SearchSpaceError
+from .callables import CallableRestriction, accepted_forms, as_restriction_list, classify_callable
 from .expressions import Restriction, compile_restriction
 
-RestrictionLike = Union[str, Callable[[dict], Any]]
+RestrictionLike = Union[str, Callable[..., Any]]
 Config = Union[Mapping[str, Any], Sequence[Any]]
 NEIGHBOUR_METHODS = ("strictly-adjacent", "adjacent", "hamming", "index-distance")
 
@@ -35,16 +36,26 @@ def _value_table(name: str, values: Sequence[Any]) -> np.ndarray:
         if key in seen:
             raise SearchSpaceError(f"parameter {name!r} lists the value {v!r} more than once")
         seen[key] = 1
+    if all(type(v) is int for v in values) and -(2**63) <= min(values) and max(values) < 2**63:
+        return np.array(values, dtype=np.int64)  # the usual case, decided quickly
     if all(isinstance(v, (bool, np.bool_)) for v in values):
         return np.array(values, dtype=bool)
-    if all(isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_)) for v in values):
-        if all(-(2**62) < int(v) < 2**62 for v in values):
-            return np.array(values, dtype=np.int64)
-    if all(isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_)) for v in values):
+    ints = [int(v) for v in values if isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_))]
+    if len(ints) == len(values) and all(-(2**63) <= v < 2**63 for v in ints):
+        return np.array(values, dtype=np.int64)
+    # floats, or integers that float64 holds exactly; larger integers stay Python ints (object), exact
+    if all(isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_)) for v in values) \
+            and len(ints) < len(values) and all(abs(v) <= 2**53 for v in ints):
         return np.array(values, dtype=np.float64)
     table = np.empty(len(values), dtype=object)
-    table[:] = values
+    table[:] = [v.item() if isinstance(v, np.generic) else v for v in values]
     return table
+
+
+def _is_numeric(table: np.ndarray) -> bool:
+    if table.dtype != object:
+        return True
+    return all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in table.tolist())
 
 
 def _index_dtype(max_size: int) -> np.dtype:
@@ -58,8 +69,11 @@ class SearchSpace:
     """Valid configurations of ``params`` under ``restrictions``.
 
     ``params`` maps each name to its ordered list of values; ``restrictions``
-    are expression strings (see :mod:`.expressions`) or callables taking a dict
-    of values; ``constants`` are extra names for expressions (device limits).
+    is a list of expression strings (see :mod:`.expressions`) and callables
+    (see :mod:`.callables`: arguments named after parameters get their values,
+    a single other argument gets the configuration dict), or one such
+    restriction on its own; ``constants`` are extra names for expressions
+    (device limits). Integers are exact, as in Python, at any size.
     The valid set is stored as ``indices`` (n_valid x n_params, smallest
     unsigned dtype) of value indices, sorted lexicographically, so a row number
     identifies a configuration everywhere in the engine.
@@ -68,16 +82,18 @@ class SearchSpace:
     def __init__(self, params: Mapping[str, Sequence[Any]], restrictions: Iterable[RestrictionLike] | None = None,
                  constants: Mapping[str, Any] | None = None, *, chunk_rows: int = DEFAULT_CHUNK_ROWS):
         self._init_params(params, constants)
-        self.restrictions: list[RestrictionLike] = list(restrictions or [])
-        compiled: list[Restriction] = []
-        callables: list[Callable[[dict], Any]] = []
+        self.restrictions: list[RestrictionLike] = as_restriction_list(restrictions)
+        compiled: list[Restriction | CallableRestriction] = []
+        callables: list[CallableRestriction] = []
         for r in self.restrictions:
             if isinstance(r, str):
                 compiled.append(compile_restriction(r, self.names, self.constants))
             elif callable(r):
-                callables.append(r)
+                wrapped = classify_callable(r, self.names)
+                # a callable over named parameters joins the vectorised construction like an expression
+                (compiled if wrapped.style == "values" else callables).append(wrapped)
             else:
-                raise SearchSpaceError(f"restriction {r!r} must be a string or a callable")
+                raise SearchSpaceError(f"restriction {r!r} must be a string or a callable; {accepted_forms()}")
         built = build_blocks(self.names, self._tables, compiled, chunk_rows)
         constrained = {q for r in compiled if len(r.names) > 1 for q in r.names}
         self._prunes = [bool(callables) or n in constrained for n in self.names]
@@ -108,7 +124,7 @@ class SearchSpace:
             raise SearchSpaceError(f"constant(s) {sorted(clash)} have the same name as a parameter")
         self.sizes = np.array([len(t) for t in self._tables], dtype=np.int64)
         # unordered parameters: values that are not all numbers (a loop order, a method name)
-        self.categorical = np.array([t.dtype == object for t in self._tables], dtype=bool)
+        self.categorical = np.array([not _is_numeric(t) for t in self._tables], dtype=bool)
         self.cartesian_size: int = prod(int(s) for s in self.sizes)
         # Mixed-radix keys (first parameter most significant) need the Cartesian size to fit int64;
         # checked before construction, whose int64 row arithmetic would overflow too.

@@ -1,0 +1,200 @@
+"""Restriction forms people bring from Kernel Tuner and pyATF (issue 17, items 1-3 and 5).
+
+Each form is checked against Python's own evaluation of the same rule over the
+Cartesian product, so a form that is accepted but misread fails here.
+"""
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from pytest_autotune.marker import MarkerError, parse_marker
+from pytest_autotune.space import SearchSpace, SearchSpaceError
+from pytest_autotune.tuner import build_space
+
+PARAMS = {"block_size_x": [16, 32, 64, 128], "block_size_y": [1, 2, 4, 8],
+          "tile_size_x": [1, 2, 3, 4], "tile_size_y": [1, 2, 3, 4, 6, 8]}
+
+
+def valid_by_python(params: dict, rule) -> set[tuple]:
+    """Configurations (as value tuples) for which ``rule(config_dict)`` is true."""
+    names = list(params)
+    return {values for values in itertools.product(*params.values()) if rule(dict(zip(names, values)))}
+
+
+def configurations(space: SearchSpace) -> set[tuple]:
+    return {space.tuple(r) for r in range(len(space))}
+
+
+# -- 1. callables named after parameters ----------------------------------------------------------
+
+def test_one_argument_named_after_a_parameter_gets_its_value():
+    def no_three(tile_size_x):
+        return tile_size_x != 3
+
+    space = SearchSpace(PARAMS, [no_three])
+    assert configurations(space) == valid_by_python(PARAMS, lambda c: c["tile_size_x"] != 3)
+    assert len(space) == 4 * 4 * 3 * 6  # the dict would always be "true": all 4 * 4 * 4 * 6 configurations
+
+
+def test_callables_over_a_subset_of_parameters_by_keyword_and_by_position():
+    def fits(block_size_x, block_size_y):  # Kernel Tuner style
+        return block_size_x * block_size_y <= 256
+
+    def pos_only(tile_size_y, tile_size_x, /):  # positional-only: passed in its own order
+        return tile_size_y % tile_size_x == 0
+
+    def kw_only(*, tile_size_x, block_size_x):
+        return block_size_x // tile_size_x >= 16
+
+    def with_default(tile_size_y, limit=6):  # a default that is not a parameter keeps its value
+        return tile_size_y <= limit
+
+    space = SearchSpace(PARAMS, [fits, pos_only, kw_only, with_default, lambda tile_size_x, tile_size_y: tile_size_x
+                                 <= tile_size_y])
+    expected = valid_by_python(PARAMS, lambda c: c["block_size_x"] * c["block_size_y"] <= 256
+                               and c["tile_size_y"] % c["tile_size_x"] == 0
+                               and c["block_size_x"] // c["tile_size_x"] >= 16 and c["tile_size_y"] <= 6
+                               and c["tile_size_x"] <= c["tile_size_y"])
+    assert configurations(space) == expected
+    strings = SearchSpace(PARAMS, ["block_size_x * block_size_y <= 256", "tile_size_y % tile_size_x == 0",
+                                   "block_size_x // tile_size_x >= 16", "tile_size_y <= 6",
+                                   "tile_size_x <= tile_size_y"])
+    assert configurations(strings) == expected
+
+
+def test_dict_and_kwargs_callables_keep_working():
+    def by_dict(config):
+        return config["block_size_x"] > config["tile_size_x"] * 16
+
+    def by_kwargs(**p):
+        return p["block_size_y"] != 2
+
+    space = SearchSpace(PARAMS, [by_dict, by_kwargs, lambda p: p["tile_size_y"] > 1])
+    assert configurations(space) == valid_by_python(
+        PARAMS, lambda c: c["block_size_x"] > c["tile_size_x"] * 16 and c["block_size_y"] != 2 and c["tile_size_y"] > 1)
+
+
+def test_named_callables_are_called_once_per_distinct_combination_with_python_values():
+    seen: list[tuple] = []
+
+    def record(tile_size_x, tile_size_y):
+        seen.append((type(tile_size_x), type(tile_size_y), tile_size_x, tile_size_y))
+        return tile_size_x <= tile_size_y
+
+    space = SearchSpace(PARAMS, [record])
+    assert len(space) == len(valid_by_python(PARAMS, lambda c: c["tile_size_x"] <= c["tile_size_y"]))
+    assert len(seen) == len(set(seen)) == 4 * 6  # once per (tile_size_x, tile_size_y), not per configuration
+    assert {(a, b) for a, b, _, _ in seen} == {(int, int)}
+    big = SearchSpace({"n": [2**64 + 1, 2**64], "m": [1, 2]}, [lambda n, m: (n + m) % 2 == 0])
+    assert configurations(big) == {(2**64 + 1, 1), (2**64, 2)}
+
+
+def test_callable_that_raises_names_itself_and_the_values():
+    def picky(tile_size_x):
+        if tile_size_x == 3:
+            raise ValueError("no threes")
+        return True
+
+    with pytest.raises(SearchSpaceError, match=r"callable restriction .*picky raised ValueError: no threes on "
+                                               r"configuration \{'tile_size_x': 3\}"):
+        SearchSpace(PARAMS, [picky])
+
+
+@pytest.mark.parametrize("fn, fragment", [
+    (lambda: True, "it takes no arguments"),
+    (lambda *values: True, "*args cannot say which value is which parameter"),
+    (lambda first, second: True, "required argument(s) 'first', 'second' are not parameter names"),
+    (lambda block_size_x, tile_sise_x: True, "'tile_sise_x' (did you mean 'tile_size_x'?)"),
+    (lambda *, config: True, "required argument(s) 'config' are not parameter names"),
+])
+def test_callable_with_an_unusable_signature_lists_the_accepted_forms(fn, fragment):
+    with pytest.raises(SearchSpaceError) as info:
+        SearchSpace(PARAMS, [fn])
+    message = str(info.value)
+    assert "callable restriction" in message and fragment in message
+    assert "accepted restriction forms:" in message
+    assert "arguments are parameter names" in message and "called with the configuration dict" in message
+
+
+# -- 2. 'in' / 'not in' with expressions and range(...) ---------------------------------------------
+
+@pytest.mark.parametrize("text, rule", [
+    ("tile_size_y in (tile_size_x, 2 * tile_size_x)", lambda c: c["tile_size_y"] in (c["tile_size_x"], 2 * c["tile_size_x"])),
+    ("tile_size_y not in [tile_size_x, tile_size_x + 1, 8]",
+     lambda c: c["tile_size_y"] not in [c["tile_size_x"], c["tile_size_x"] + 1, 8]),
+    ("block_size_x in (16, 2 ** (tile_size_x + 4))", lambda c: c["block_size_x"] in (16, 2 ** (c["tile_size_x"] + 4))),
+    ("tile_size_x in range(3)", lambda c: c["tile_size_x"] in range(3)),
+    ("tile_size_y in range(tile_size_x, 7)", lambda c: c["tile_size_y"] in range(c["tile_size_x"], 7)),
+    ("tile_size_y in range(tile_size_x, 4 * tile_size_x + 1, tile_size_x)",
+     lambda c: c["tile_size_y"] in range(c["tile_size_x"], 4 * c["tile_size_x"] + 1, c["tile_size_x"])),
+    ("tile_size_y not in range(8, tile_size_x, -2)", lambda c: c["tile_size_y"] not in range(8, c["tile_size_x"], -2)),
+    ("block_size_y in range(tile_size_x - 2, tile_size_y, tile_size_x - 2)",  # step 0 raises in Python: invalid
+     lambda c: c["tile_size_x"] != 2 and c["block_size_y"] in range(c["tile_size_x"] - 2, c["tile_size_y"],
+                                                                     c["tile_size_x"] - 2)),
+    ("block_size_x / 16 in range(1, 5)", lambda c: c["block_size_x"] / 16 in range(1, 5)),  # 2.0 in range(5)
+    ("block_size_x / 32 in range(2, 5)", lambda c: c["block_size_x"] / 32 in range(2, 5)),  # 0.5 is not
+    ("1 < tile_size_x in range(tile_size_y)", lambda c: 1 < c["tile_size_x"] in range(c["tile_size_y"])),
+])
+def test_membership_with_expressions_and_ranges(text, rule):
+    expected = valid_by_python(PARAMS, rule)
+    assert configurations(SearchSpace(PARAMS, [text])) == expected
+
+
+def test_membership_of_strings():
+    params = {"s": ["a", "b", "ab"], "t": ["a", "b"], "n": [0, 1, 2]}
+    space = SearchSpace(params, ["s in (t, t + 'b')", "s not in range(n)"])
+    assert configurations(space) == valid_by_python(params, lambda c: c["s"] in (c["t"], c["t"] + "b"))
+
+
+def test_a_chain_may_not_go_on_after_in():
+    with pytest.raises(SearchSpaceError, match="a chain may not go on after 'in'/'not in'"):
+        SearchSpace(PARAMS, ["tile_size_x in (1, 2) == tile_size_y"])
+
+
+def test_range_arguments_must_be_integers():
+    with pytest.raises(SearchSpaceError, match=r"restriction 'tile_size_x in range\(block_size_x / 2\)'.*integers"):
+        SearchSpace(PARAMS, ["tile_size_x in range(block_size_x / 2)"])
+
+
+# -- 3. a bare string or callable -------------------------------------------------------------------
+
+def test_a_bare_string_or_callable_is_one_restriction():
+    by_list = configurations(SearchSpace(PARAMS, ["block_size_x * tile_size_x <= 128"]))
+    assert configurations(SearchSpace(PARAMS, "block_size_x * tile_size_x <= 128")) == by_list
+    assert configurations(SearchSpace(PARAMS, lambda block_size_x, tile_size_x: block_size_x * tile_size_x <= 128)) \
+        == by_list
+    assert configurations(SearchSpace(PARAMS, lambda p: p["block_size_x"] * p["tile_size_x"] <= 128)) == by_list
+    assert configurations(build_space(PARAMS, "block_size_x * tile_size_x <= 128")) == by_list  # tune()'s path
+    with pytest.raises(SearchSpaceError, match="restrictions must be a list .* got int"):
+        SearchSpace(PARAMS, 5)
+
+
+def test_the_marker_accepts_every_form_and_names_the_argument_when_one_is_wrong():
+    settings = parse_marker((), {"params": PARAMS, "restrictions": lambda tile_size_x: tile_size_x != 3}, {})
+    assert len(SearchSpace(settings.params, settings.restrictions)) == 4 * 4 * 3 * 6
+    settings = parse_marker((), {"params": PARAMS, "restrictions": "tile_size_y in range(tile_size_x, 9, 2)"}, {})
+    assert len(SearchSpace(settings.params, settings.restrictions)) > 0
+    with pytest.raises(MarkerError, match=r"tune marker argument 'restrictions': callable restriction .*"
+                                          r"not parameter names"):
+        parse_marker((), {"params": PARAMS, "restrictions": [lambda x, y: x < y]}, {})
+
+
+# -- 5. refused forms say what is accepted ------------------------------------------------------------
+
+@pytest.mark.parametrize("text, culprit", [
+    ("block_size_x.bit_length() > 3", "call of 'block_size_x.bit_length'"),
+    ("len(str(block_size_x)) > 2", "call of 'len'"),
+    ("block_size_x.real > 3", "Attribute"),
+    ("block_size_x[0] > 3", "Subscript"),
+    ("[t for t in (1, 2)] == 1", "ListComp"),
+    ("tile_size_x in tile_size_y", "'in' with Name on its right"),
+])
+def test_refused_forms_list_the_accepted_ones(text, culprit):
+    with pytest.raises(SearchSpaceError) as info:
+        SearchSpace(PARAMS, [text])
+    message = str(info.value)
+    assert repr(text) in message and culprit in message and "is not allowed" in message
+    assert "accepted restriction forms:" in message
+    assert "'in' with a tuple/list of expressions or with range(...)" in message
