@@ -194,7 +194,7 @@ def device_arch(device: Mapping[str, Any] | None) -> int | None:
 
 def locked_winners(lockdir: str | Path, nodeid: str, kernel: str, archs: Sequence[int]) -> dict[int, list[dict]]:
     """Winners of ``nodeid``'s ``kernel`` in every lockfile under ``lockdir`` whose device has one of ``archs``."""
-    from .lockfile import get_entry, read_lockfile
+    from .lock.lockfile import get_entry, read_lockfile
 
     found: dict[int, list[dict]] = {}
     for path in sorted(Path(lockdir).glob("*.json")) if Path(lockdir).is_dir() else ():
@@ -254,7 +254,7 @@ def check_in_test(autotune: Any, spec: KernelSpec, label: str) -> Any:
     import pytest
 
     from .fixture import KernelResult
-    from .lockfile import LockfileError
+    from .lock.lockfile import LockfileError
     from .measure import TimingStats
     from .runners.nvrtc import nvrtc_unavailable_reason
 

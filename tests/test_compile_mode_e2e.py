@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from pytest_autotune.lockfile import merge_entries
+from pytest_autotune.lock.lockfile import merge_entries
 from pytest_autotune.runners.device import DeviceInfo
 from pytest_autotune.runners.nvrtc import nvrtc_unavailable_reason
 
@@ -65,7 +65,8 @@ INNER_ARGS = ("-rs", "-p", "no:benchmark", "-p", "no:unraisableexception", "-p",
 
 
 @pytest.fixture
-def project(pytester: pytest.Pytester) -> pytest.Pytester:
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    monkeypatch.setenv("COLUMNS", "400")  # a wide terminal: the summary table keeps whole test ids
     pytester.makeini("[pytest]\n")
     pytester.path.joinpath("stage.cu").write_text(KERNEL)
     return pytester

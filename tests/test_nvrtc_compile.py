@@ -114,7 +114,7 @@ def test_sample_of_a_space_is_all_or_seeded():
 
 
 def test_locked_winners_by_architecture(tmp_path):
-    from pytest_autotune.lockfile import merge_entries
+    from pytest_autotune.lock.lockfile import merge_entries
     from pytest_autotune.runners.device import DeviceInfo
 
     for model, cc, bs in (("NVIDIA H100", 90, 256), ("NVIDIA A100", [8, 0], 128), ("NVIDIA L4", "8.9", 64)):
