@@ -24,6 +24,8 @@ from . import __version__
 from .evaluator import SearchHistory
 from .gate import EntryCheck, GateOutcome, check_entry, retune_command, run_gate
 from .lock.hashing import describe_callable, hash_problem, hash_source, hash_space, stable_hash
+from .lock.problem import describe_problem
+from .lock.transfer import warm_start
 from .lock.lockfile import LockfileError, entry_key, get_entry, lockfile_path, merge_entries, read_lockfile, utc_timestamp
 from .marker import TuneSettings
 from .measure import TimingStats
@@ -64,6 +66,7 @@ class _Kernel:
     hashes: dict[str, str]  # what the lock entry pins (source, space, problem)
     outcome_inputs: dict[str, Any]  # everything else that decides an evaluation's outcome (scratch key)
     make_runner: Callable[[], Any]
+    problem: dict[str, Any] = field(default_factory=dict)  # readable problem (lock.problem), for lookups
 
 
 class Autotune:
@@ -106,7 +109,8 @@ class Autotune:
                                                   list(spec.block_size_names), shared_mem],
                   "runner_options": runner_options}
         return self._run(_Kernel(label, hashes, inputs, lambda: make_runner(
-            spec, runner=runner, measure=self.settings.measure, **runner_options)))
+            spec, runner=runner, measure=self.settings.measure, **runner_options),
+            describe_problem(spec.problem_size, spec.args)))
 
     def function(self, launch: Callable[[Mapping[str, Any]], Any], *, name: str | None = None,
                  args: Sequence[Any] = (), expected: Sequence[Any] | None = None, atol: float | None = None,
@@ -128,7 +132,7 @@ class Autotune:
                   "runner_options": runner_options}
         return self._run(_Kernel(label, hashes, inputs, lambda: make_runner(
             None, runner="callable", launch=launch, expected=expected, atol=atol, rtol=rtol, verify=verify,
-            sync=sync, measure=self.settings.measure, **runner_options)))
+            sync=sync, measure=self.settings.measure, **runner_options), describe_problem(problem_size, list(args))))
 
     def replay(self, recording: Any, *, name: str | None = None, scale: float = 1.0, noise: float = 0.0,
                seed: int | None = None, definition: Any = None) -> KernelResult:
@@ -162,7 +166,8 @@ class Autotune:
         inputs = {"recording": [str(path), stat.st_size, stat.st_mtime_ns], "scale": scale, "noise": noise,
                   "seed": seed, "definition": str(definition)}
         return self._run(_Kernel(label, hashes, inputs,
-                                 lambda: ReplayRunner(recorded, noise=noise, scale=scale, seed=seed)))
+                                 lambda: ReplayRunner(recorded, noise=noise, scale=scale, seed=seed),
+                                 describe_problem(None, [])))
 
     # -- internals -------------------------------------------------------------------------
     def _space_hash(self) -> str:
@@ -268,9 +273,10 @@ class Autotune:
             progress(record, evaluator)
 
         incumbent = dict(old["params"]) if old is not None and space.find(old["params"]) >= 0 else None
+        warm = warm_start(opts.lockdir, path, k.label, k.hashes, k.problem) if old is None else None
         try:
             result = tune(runner, space=space, strategy=s.strategy, budget=s.budget, seed=s.seed,
-                          cache=cached, on_record=on_record, incumbent=incumbent)
+                          cache=cached, on_record=on_record, incumbent=incumbent, seeds=warm.seeds if warm else ())
         except TuneError as exc:
             self._row(k.label, "tune", "failed", failures=exc.history.failures() if exc.history else {},
                       failure_examples=first_failures(exc.history) if exc.history else {},
@@ -297,7 +303,7 @@ class Autotune:
                   failure_examples=first_failures(result.history),
                   best_so_far=[None if x != x else float(x) for x in result.history.best_so_far()],
                   resumed=len(cached), stop_reason=result.history.stop_reason,
-                  note=decision.message if decision.action != "first" else "", message=decision.message, lockfile=str(path), lock_written=decision.write)
+                  note=decision.message if decision.action != "first" else (warm.note() if warm else ""), message=decision.message, lockfile=str(path), lock_written=decision.write)
         outputs = result.outputs if decision.params == result.params else None
         if outputs is None and decision.params != result.params:
             outputs = _evaluate(runner, decision.params, keep_outputs=True).extra.get("outputs")
@@ -321,6 +327,7 @@ class Autotune:
                             "samples": list(result.confirmed_samples(r.params) or r.measurement.samples)}
                            for r in ups],
             "hashes": k.hashes,
+            "problem": k.problem,
             "strategy": {"name": result.strategy["name"], "hyperparameters": result.strategy["hyperparameters"],
                          "seed": s.seed},
             "evaluations": {"total": result.evaluations, "failed": result.failures,
