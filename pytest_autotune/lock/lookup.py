@@ -67,18 +67,37 @@ class _Tuned:
         return size_label(self.size) or "(no problem size)" if self.size is not None else "(problem not recorded)"
 
 
-_Index = dict[str, list[_Tuned]]  # kernel name -> its entries in one lockfile
+@dataclass
+class _Index:
+    """One parsed lockfile: entries by kernel name, and the answers already given (``memo``:
+    (kernel, size, dtypes) -> the entry and the fallback warning to repeat), dropped with it."""
+
+    kernels: dict[str, list[_Tuned]]
+    memo: dict[tuple[Any, ...], tuple[_Tuned, str | None]]
+
+
 _CACHE: dict[str, tuple[tuple[int, int], _Index]] = {}
+_PATHS: dict[tuple[str, str], Path] = {}
 
 
 def clear_cache() -> None:
     """Forget the parsed lockfiles (and the detected device): the next lookups read and detect afresh."""
     _CACHE.clear()
+    _PATHS.clear()
     detect_device_slugs.cache_clear()
 
 
+def _path(lockdir: str | os.PathLike[str], slug: str) -> Path:
+    key = (os.fspath(lockdir), slug)
+    path = _PATHS.get(key)
+    if path is None:
+        path = _PATHS[key] = lockfile_path(lockdir, slug)
+    return path
+
+
 def _index(path: Path) -> _Index | None:
-    """The lockfile at ``path`` by kernel name; re-parsed only when its size or modification time changed."""
+    """The lockfile at ``path`` by kernel name; re-parsed only when its size or modification time changed
+    (one ``stat`` per call: a re-tuned lock is seen at once)."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -89,7 +108,7 @@ def _index(path: Path) -> _Index | None:
     if cached is not None and cached[0] == stamp:
         return cached[1]
     lock = read_lockfile(path)  # LockfileError (corrupt, newer schema) reaches the caller: it names the file
-    index: _Index = {}
+    kernels: dict[str, list[_Tuned]] = {}
     for key, entry in sorted(lock.entries.items()) if lock is not None else ():
         kernel = entry.get("kernel") if isinstance(entry.get("kernel"), str) else key.rsplit("::", 1)[-1]
         test = entry.get("test") if isinstance(entry.get("test"), str) else key.rsplit("::", 1)[0]
@@ -98,7 +117,8 @@ def _index(path: Path) -> _Index | None:
         if isinstance(problem, Mapping) and size is None:
             size = []  # recorded, but the kernel has no problem size
         dtypes = array_dtypes(problem) if isinstance(problem, Mapping) else []
-        index.setdefault(kernel, []).append(_Tuned(key, test, entry, size, dtypes))
+        kernels.setdefault(kernel, []).append(_Tuned(key, test, entry, size, dtypes))
+    index = _Index(kernels, {})
     _CACHE[str(path)] = (stamp, index)
     return index
 
@@ -155,8 +175,32 @@ def _same_params(tuned: Sequence[_Tuned]) -> bool:
     return all(t.entry["params"] == tuned[0].entry["params"] for t in tuned[1:])
 
 
+def _memo_key(kernel: str, problem_size: Any, dtypes: Sequence[str] | None) -> tuple[Any, ...] | None:
+    size = tuple(problem_size) if isinstance(problem_size, list) else problem_size
+    key = (kernel, size, tuple(dtypes) if dtypes is not None else None)
+    try:
+        hash(key)
+    except TypeError:  # e.g. a numpy array as problem size: answered, not remembered
+        return None
+    return key
+
+
+def _select_cached(kernel: str, index: _Index, problem_size: Any, dtypes: Sequence[str] | None,
+                   path: Path) -> _Tuned:
+    key = _memo_key(kernel, problem_size, dtypes)
+    hit = index.memo.get(key) if key is not None else None
+    if hit is None:
+        hit = _select(kernel, index.kernels[kernel], problem_size, dtypes, path)
+        if key is not None:
+            index.memo[key] = hit
+    if hit[1] is not None:
+        warnings.warn(LockFallbackWarning(hit[1]), stacklevel=3)
+    return hit[0]
+
+
 def _select(kernel: str, tuned: list[_Tuned], problem_size: Any, dtypes: Sequence[str] | None,
-            path: Path) -> _Tuned:
+            path: Path) -> tuple[_Tuned, str | None]:
+    """The entry for the problem, and the warning to give when it is only the nearest size."""
     _check_unambiguous(kernel, tuned, path)
     if dtypes is not None:
         wanted = [str(d) for d in dtypes]
@@ -167,7 +211,7 @@ def _select(kernel: str, tuned: list[_Tuned], problem_size: Any, dtypes: Sequenc
     if problem_size is None or all(t.size is None for t in tuned):
         # Entries without a readable problem (schema 1) match by kernel name only.
         if len(tuned) == 1 or _same_params(tuned):
-            return tuned[0]
+            return tuned[0], None
         raise LockLookupError(f"locked_params({kernel!r}): {path} holds {len(tuned)} tuned problems of {kernel!r}: "
                               f"{_describe(tuned)}; pass problem_size= (and dtypes=) to choose")
     wanted_size = normalize_size(problem_size)
@@ -175,7 +219,7 @@ def _select(kernel: str, tuned: list[_Tuned], problem_size: Any, dtypes: Sequenc
     exact = [t for t in readable if t.size == wanted_size]
     if exact:
         if len(exact) == 1 or _same_params(exact):
-            return exact[0]
+            return exact[0], None
         raise LockLookupError(f"locked_params({kernel!r}): {len(exact)} entries in {path} match problem size "
                               f"{size_label(wanted_size)} (differing in argument dtypes or scalars): {_describe(exact)}; "
                               "pass dtypes= to choose")
@@ -185,10 +229,8 @@ def _select(kernel: str, tuned: list[_Tuned], problem_size: Any, dtypes: Sequenc
                               f"with the tuned problems in {path}: {_describe(readable)}")
     scored.sort(key=lambda dt: dt[0])  # stable: ties go to the first entry by key
     nearest = scored[0][1]
-    warnings.warn(LockFallbackWarning(
-        f"locked_params({kernel!r}): problem size {size_label(wanted_size)} was not tuned on {path.stem}; using the "
-        f"nearest tuned size {size_label(nearest.size)} ({nearest.key})"), stacklevel=3)
-    return nearest
+    return nearest, (f"locked_params({kernel!r}): problem size {size_label(wanted_size)} was not tuned on "
+                     f"{path.stem}; using the nearest tuned size {size_label(nearest.size)} ({nearest.key})")
 
 
 def _read_source(source: str | os.PathLike[str]) -> str:
@@ -232,11 +274,10 @@ def locked_params(kernel: str, problem_size: Any = None, lockdir: str | os.PathL
         raise TypeError(f"locked_params: kernel must be a non-empty string, got {kernel!r}")
     slugs = (device,) if device is not None else detect_device_slugs()
     for slug in slugs:
-        path = lockfile_path(lockdir, slug)
+        path = _path(lockdir, slug)
         index = _index(path)
-        tuned = index.get(kernel) if index is not None else None
-        if tuned:
-            chosen = _select(kernel, tuned, problem_size, dtypes, path)
+        if index is not None and kernel in index.kernels:
+            chosen = _select_cached(kernel, index, problem_size, dtypes, path)
             if source is not None:
                 _check_stale(kernel, chosen, source, kernel_name)
             return dict(chosen.entry["params"])
