@@ -184,3 +184,69 @@ def test_distances() -> None:
     f32 = describe_problem(64, [np.zeros(2, np.float32)])
     f64 = describe_problem(64, [np.zeros(2, np.float64)])
     assert problem_distance(f32, f32) == 0.0 and problem_distance(f32, f64) is None
+
+
+def test_schema_1_files_are_read_kept_by_show_and_upgraded_by_the_next_merge(tmp_path: Path) -> None:
+    from pytest_autotune.lock.lockfile import serialize
+
+    path = tmp_path / "test-gpu.json"
+    path.write_text(json.dumps({"schema": 1, "device": DEVICE, "entries": {"t::a::k": entry({"x": 1}, kernel="k",
+                                                                                              problem=False)}}))
+    old = read_lockfile(path)
+    assert old.schema == 1 and json.loads(serialize(old))["schema"] == 1  # show --json prints it as it is
+    merge_entries(path, {"t::b::k2": entry({"x": 2}, 64, kernel="k2")}, DEVICE)
+    new = read_lockfile(path)
+    assert new.schema == 2 and "problem" not in new.entries["t::a::k"] and new.entries["t::b::k2"]["problem"]
+
+
+def test_an_invalid_problem_field_is_named(tmp_path: Path) -> None:
+    from pytest_autotune.lock.lockfile import InvalidEntryError
+
+    bad = entry({"x": 1}, 64)
+    bad["problem"] = {"size": "big", "args": []}
+    with pytest.raises(InvalidEntryError, match=r"entry 't::k': problem: size must be null or a list"):
+        merge_entries(tmp_path / "g.json", {"t::k": bad}, DEVICE)
+
+
+SCALE_C = r"""
+void scale(float *out, const float *in, int n) {
+    for (int i = 0; i < n; i += UNROLL)
+        for (int j = 0; j < UNROLL && i + j < n; j++) out[i + j] = in[i + j] * FACTOR;
+}
+"""
+SCALE_TEST = '''
+import numpy as np
+import pytest
+
+
+@pytest.mark.tune(params={"UNROLL": [1, 2], "FACTOR": [2]}, strategy="brute_force")
+@pytest.mark.parametrize("n", [256, 4096])
+def test_scale(autotune, n):
+    x = np.arange(n, dtype=np.float32)
+    autotune.kernel("scale.c", "scale", n, [np.zeros_like(x), x, np.int32(n)], expected=[2 * x, None, None])
+'''
+
+
+@pytest.mark.skipif(__import__("shutil").which("gcc") is None, reason="the C runner needs gcc")
+def test_entries_tuned_by_the_plugin_are_found_by_size_and_checked_against_their_source(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PYTEST_AUTOTUNE_CACHE_DIR", str(tmp_path / "c-cache"))
+    pytester.makeini("[pytest]\n")
+    pytester.makefile(".c", scale=SCALE_C)
+    pytester.makepyfile(test_scale=SCALE_TEST)
+    pytester.runpytest("-p", "no:hypothesispytest", "--autotune").assert_outcomes(passed=2)
+    (path,) = (pytester.path / "autotune.lock").glob("*.json")
+    entries = read_lockfile(path).entries
+    assert entries["test_scale.py::test_scale[4096]::scale"]["problem"] == {
+        "size": [4096], "args": [{"shape": [4096], "dtype": "float32"}, {"shape": [4096], "dtype": "float32"},
+                                 {"dtype": "int32", "value": 4096}]}
+    lockdir, source = pytester.path / "autotune.lock", pytester.path / "scale.c"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the source hash the plugin wrote is the one the lookup computes
+        assert locked_params("scale", 4096, lockdir, device=path.stem, source=source)["FACTOR"] == 2
+        assert locked_params("scale", [256], lockdir, device=path.stem, source=source)["FACTOR"] == 2
+    with pytest.warns(LockFallbackWarning, match="nearest tuned size 4096"):
+        locked_params("scale", 3000, lockdir, device=path.stem)
+    source.write_text(SCALE_C.replace("* FACTOR", "* FACTOR + 0.0f"))
+    with pytest.warns(LockStaleWarning):
+        locked_params("scale", 4096, lockdir, device=path.stem, source=source)

@@ -263,7 +263,7 @@ def test_tune_lock_gate_regression_and_faster(project: pytest.Pytester) -> None:
     result = run(project, "--autotune")
     result.assert_outcomes(passed=1)
     path, lock = the_lockfile(project)
-    assert path.name == f"{lock['device']['slug']}.json" and lock["schema"] == 1
+    assert path.name == f"{lock['device']['slug']}.json" and lock["schema"] == 2
     assert lock["device"]["kind"] == "cpu"
     assert set(lock["entries"]) == {"test_work.py::test_work::work"}
     entry = lock["entries"]["test_work.py::test_work::work"]
