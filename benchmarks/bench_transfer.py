@@ -5,8 +5,12 @@ Leave-one-GPU-out within each kernel family of the recorded spaces (the six
 T4 convolution GPUs, the three GEMM GPUs, the four pnpoly GPUs, the two KTT
 convolution GPUs): for every target GPU, every other GPU of its family
 stands for a lockfile whose entry holds that GPU's winner and ``R``
-runners-up (its ``1 + R`` fastest recorded configurations, i.e. a lock tuned
-to convergence). The target is then searched
+runners-up. ``--sources tuned`` (the default) makes that entry the way
+``pytest --autotune`` would: the same strategy searched the source GPU with
+its own budget ``B`` (seed ``1000 + run seed``), and its ``1 + R`` best
+evaluations are the entry's winner and runners-up; ``--sources converged``
+takes the source's ``1 + R`` fastest recorded configurations (a lock tuned to
+convergence). The target is then searched
 
 * ``cold``: the strategy alone;
 * ``warm:R``: the seeds :func:`pytest_autotune.lock.transfer.interleave`
@@ -73,10 +77,23 @@ def ranked_configs(path: str, k: int) -> list[dict[str, Any]]:
     return [rec.params_of(int(r)) for r in order if np.isfinite(times[r])]
 
 
-def seed_rows(target: str, sources: Sequence[str], runners_up: int) -> list[int]:
+SOURCE_SEED_OFFSET = 1000  # the source's search uses another seed than the target's
+
+
+def tuned_lock(task: Mapping[str, Any]) -> dict[str, Any]:
+    """The winner and runners-up a search with the source's own budget B would lock (best first)."""
+    rec = datasets.load_dataset(task["path"])
+    budget = SpaceStats.from_times(rec.times).budget()
+    strategy = make_strategy(task["strategy"], rec.space, seed=task["seed"] + SOURCE_SEED_OFFSET)
+    history = Evaluator(rec.space, _objective(rec), budget=budget).run(strategy)
+    ranked = [dict(r.params) for r in history.ranked(task["k"])]
+    return {"path": task["path"], "seed": task["seed"], "ranked": ranked}
+
+
+def seed_rows(target: str, source_locks: Sequence[Sequence[Mapping[str, Any]]], runners_up: int) -> list[int]:
     """Rows of the target's space to evaluate first (configurations outside it are dropped, as tune() does)."""
     rec = datasets.load_dataset(target)
-    seeds = interleave([ranked_configs(s, 1 + runners_up) for s in sources])
+    seeds = interleave([list(lock)[:1 + runners_up] for lock in source_locks])
     return [row for row in (rec.space.find(p) for p in seeds) if row >= 0]
 
 
@@ -88,7 +105,7 @@ def run_one(task: Mapping[str, Any]) -> dict[str, Any]:
     rec = datasets.load_dataset(task["target"])
     stats = SpaceStats.from_times(rec.times)
     budget = stats.budget() if task["budget"] == "B" else int(task["budget"])
-    rows = [] if task["runners_up"] is None else seed_rows(task["target"], task["sources"], task["runners_up"])
+    rows = [] if task["runners_up"] is None else seed_rows(task["target"], task["source_locks"], task["runners_up"])
     strategy = make_strategy(task["strategy"], rec.space, seed=task["seed"])
 
     def stop_at_optimum(record: Any, evaluator: Any) -> None:
@@ -130,11 +147,12 @@ def build_tasks(spaces: Path, runners_ups: Sequence[int], runs: int, seed0: int,
 
 def summarise(results: Sequence[Mapping[str, Any]], runners_ups: Sequence[int]) -> dict[str, Any]:
     by: dict[tuple, list[float]] = defaultdict(list)
-    seed_fraction: dict[tuple, float] = {}
+    fractions: dict[tuple, list[float]] = defaultdict(list)
     for r in results:
         by[(r["family"], space_name(r["target"]), r["budget"], variant_label(r["runners_up"]))].append(r["score"])
-        if r["runners_up"] is not None:
-            seed_fraction[(space_name(r["target"]), variant_label(r["runners_up"]))] = r["best_seed_fraction"]
+        if r["runners_up"] is not None and r["budget"] == "B":
+            fractions[(space_name(r["target"]), variant_label(r["runners_up"]))].append(r["best_seed_fraction"])
+    seed_fraction = {k: float(np.mean(v)) for k, v in fractions.items()}  # mean over the runs' source entries
     spaces: dict[str, Any] = {}
     for (family, space, budget, variant), scores in sorted(by.items()):
         mean, std, se = mean_std_se(scores)
@@ -212,6 +230,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="comma-separated runners-up per source entry to compare (warm:R variants)")
     parser.add_argument("--strategy", default="auto", help="the strategy, with and without the warm start")
     parser.add_argument("--families", default=",".join(FAMILIES), help=f"subset of {', '.join(FAMILIES)}")
+    parser.add_argument("--sources", choices=("tuned", "converged"), default="tuned",
+                        help="source entries: a search with the source's budget B, or its fastest recorded configurations")
     parser.add_argument("--budgets", default=",".join(BUDGETS), help="subset of 10,25,50,B (B: the space's own)")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--json", default=None, help="write everything to this JSON file")
@@ -234,7 +254,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     tasks.sort(key=lambda t: (t["budget"] != "B", t["target"]))
     started = time.perf_counter()
     results = []
+    k = 1 + max(runners_ups, default=0)
     with cf.ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        locks: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        if args.sources == "tuned":
+            jobs = sorted({(p, t["seed"]) for t in tasks for p in t["sources"]})
+            for lock in pool.map(tuned_lock, [{"path": p, "seed": sd, "strategy": args.strategy, "k": k}
+                                              for p, sd in jobs]):
+                locks[(lock["path"], lock["seed"])] = lock["ranked"]
+            print(f"[bench_transfer] {len(jobs)} source entries tuned, {time.perf_counter() - started:.0f} s",
+                  file=sys.stderr, flush=True)
+        else:
+            locks = {(p, t["seed"]): ranked_configs(p, k) for t in tasks for p in t["sources"]}
+        for t in tasks:
+            t["source_locks"] = [locks[(p, t["seed"])] for p in t["sources"]]
         for i, result in enumerate(pool.map(run_one, tasks, chunksize=4), 1):
             results.append(result)
             if i % 50 == 0 or i == len(tasks):
@@ -245,7 +278,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         meta = {"runs": args.runs, "seed0": args.seed0, "strategy": args.strategy, "runners_up": runners_ups,
                 "budgets": budgets, "families": {f: [space_name(p) for p in ps] for f, ps in members.items()},
-                "sources": "each other GPU of the family: its 1 + R fastest recorded configurations",
+                "sources": args.sources, "source_seed_offset": SOURCE_SEED_OFFSET,
                 "wall_s": time.perf_counter() - started}
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps({"meta": meta, **summary}, indent=1, sort_keys=True) + "\n")
