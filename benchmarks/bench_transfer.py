@@ -22,7 +22,10 @@ convergence). The target is then searched
 Budgets 10, 25, 50 evaluations and the space's own budget ``B``; each run is
 scored with :func:`benchmarks.scoring.score_run` at that budget (the metric of
 ``bench_strategies.py``: 0 = random search, 1 = the optimum at once). Seeds
-``--seed0 .. --seed0 + runs - 1`` per (target, budget, variant).
+``--seed0 .. --seed0 + runs - 1`` per (target, budget, variant). A run stops
+once it has evaluated the space's optimum: every later checkpoint's best is
+then the optimum, which is what ``score_run`` assumes for a run that ended
+early, so the score is exactly that of the full run, at a fraction of the compute.
 
 Outputs a table (mean score per family, budget and variant, and the gain of
 each warm variant over cold) and, with ``--json``, everything per space:
