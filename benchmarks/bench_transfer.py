@@ -169,11 +169,10 @@ def summarise(results: Sequence[Mapping[str, Any]], runners_ups: Sequence[int]) 
         members = [s for s, d in spaces.items() if fam in ("all", d["family"])]
         families[fam] = {}
         for budget in BUDGETS:
-            families[fam][budget] = {}
             for v in variants:
                 cells = [spaces[s][budget][v] for s in members if v in spaces[s].get(budget, {})]
                 if cells:
-                    families[fam][budget][v] = {
+                    families[fam].setdefault(budget, {})[v] = {
                         "mean": float(np.mean([c["mean"] for c in cells])),
                         "se": math.sqrt(sum(c["se"] ** 2 for c in cells)) / len(cells), "spaces": len(cells)}
     targets = {}
