@@ -5,13 +5,17 @@ The engine (``space``, ``strategies``, ``runners``, ``measure``, ``verify``,
 """
 __version__ = "0.1.0"
 
-__all__ = ["tune", "TuneResult", "__version__"]
+__all__ = ["tune", "TuneResult", "locked_params", "__version__"]
 
 
 def __getattr__(name: str):
-    """``tune`` and ``TuneResult`` on first use (importing the package for the pytest plugin stays cheap)."""
+    """``tune``, ``TuneResult`` and ``locked_params`` on first use (importing the package for the pytest plugin stays cheap)."""
     if name in ("tune", "TuneResult"):
         from . import tuner
 
         return getattr(tuner, name)
+    if name == "locked_params":  # the run-time lookup for shipped code: no pytest, no CUDA library
+        from .lock.lookup import locked_params
+
+        return locked_params
     raise AttributeError(f"module 'pytest_autotune' has no attribute {name!r}")

@@ -6,6 +6,9 @@
     What differs between two lockfiles: two GPUs, or before/after a re-tune.
 ``prune [--dry-run] [PYTEST_ARGS...]``
     Remove lock entries of tests that no longer exist (runs pytest's collection only).
+``export LOCKDIR --format header|json [--kernel NAME] [--default-device SLUG] [-o FILE]``
+    The tuned parameters for other build systems: a C/C++/CUDA header selected by
+    ``-DAUTOTUNE_DEVICE_<SLUG>``, or flat JSON (see :mod:`pytest_autotune.lock.export`).
 
 Exit codes: 0 success, 1 ``diff --fail-on-change`` found a difference,
 2 usage error or a missing / unreadable / invalid lockfile (the message names it).
@@ -243,6 +246,27 @@ def cmd_diff(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_CHANGED if differs and args.fail_on_change else EXIT_OK
 
 
+def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
+    from .lock.export import ExportError, collect, to_header, to_json
+
+    try:
+        tuned = collect(args.lockdir, args.kernel)
+        if args.default_device is not None and args.format != "header":
+            raise ExportError("--default-device applies to --format header only")
+        text = to_header(tuned, args.lockdir, args.default_device, args.kernel) if args.format == "header" else to_json(tuned)
+    except ExportError as exc:
+        raise _UsageError(str(exc)) from None
+    if args.output is None:
+        out.write(text)
+        return EXIT_OK
+    target = Path(args.output)
+    if target.exists() and target.read_text(encoding="utf-8") == text:
+        return EXIT_OK  # unchanged: keep the timestamp, so builds depending on it do not rerun
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+    return EXIT_OK
+
+
 def cmd_prune(args: argparse.Namespace, out: TextIO) -> int:
     from .prune import PruneError, collect, find_orphans, orphaned_sources, prune
 
@@ -311,6 +335,22 @@ def build_parser() -> argparse.ArgumentParser:
     prune.add_argument("pytest_args", nargs=argparse.REMAINDER, metavar="PYTEST_ARGS",
                        help="arguments for pytest's collection (test paths, -c FILE, --autotune-lockdir=DIR)")
     prune.set_defaults(func=cmd_prune)
+
+    export = sub.add_parser(
+        "export",
+        help="write the tuned parameters as a C/C++/CUDA header or flat JSON",
+        description="Export every lockfile in LOCKDIR for other build systems: a header whose #defines "
+        "(AUTOTUNE_<KERNEL>[_<SIZE>]_<PARAM>) are selected by -DAUTOTUNE_DEVICE_<SLUG>, or JSON "
+        "(device -> kernel -> problem -> params). Deterministic; name collisions are errors.",
+    )
+    export.add_argument("lockdir", metavar="LOCKDIR", help="the lock directory (autotune.lock)")
+    export.add_argument("--format", required=True, choices=("header", "json"), help="header or json")
+    export.add_argument("--kernel", metavar="NAME", default=None, help="export this kernel only")
+    export.add_argument("--default-device", metavar="SLUG", default=None,
+                        help="header: use this lockfile's values when no AUTOTUNE_DEVICE_<SLUG> is defined")
+    export.add_argument("-o", "--output", metavar="FILE", default=None,
+                        help="write to FILE (left untouched when unchanged) instead of stdout")
+    export.set_defaults(func=cmd_export)
     return parser
 
 

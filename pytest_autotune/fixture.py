@@ -24,7 +24,9 @@ from . import __version__
 from .evaluator import SearchHistory
 from .gate import (EntryCheck, GateOutcome, LockedSourceUnusable, check_entry, retune_command, run_ab_gate,
                    run_gate)
-from .lock.hashing import describe_callable, hash_problem, hash_source, hash_space, stable_hash
+from .lock.hashing import describe_callable, hash_problem, hash_source, hash_space, kernel_source_hash, stable_hash
+from .lock.problem import describe_problem
+from .lock.transfer import warm_start
 from .lock.lockfile import LockfileError, entry_key, get_entry, lockfile_path, merge_entries, read_lockfile, utc_timestamp
 from .lock.sources import load_source, store_source
 from .marker import TuneSettings
@@ -71,6 +73,7 @@ class _Kernel:
     # a runner of the same kernel built from a locked source text (the gate's A/B comparison of an edit).
     source: dict[str, Any] | None = None
     make_locked_runner: Callable[[str, Mapping[str, Any]], Any] | None = None
+    problem: dict[str, Any] = field(default_factory=dict)  # readable problem (lock.problem), for lookups
 
 
 class Autotune:
@@ -110,7 +113,7 @@ class Autotune:
             from .compile_check import check_in_test  # --autotune-compile: NVRTC only, no device
 
             return check_in_test(self, spec, label)
-        hashes = {"source": hash_source(spec.code + "\n#kernel " + kernel_name + "\n" + "\n".join(spec.compiler_options)),
+        hashes = {"source": kernel_source_hash(spec.code, kernel_name, spec.compiler_options),
                   "space": self._space_hash(),
                   "problem": hash_problem(spec.problem_size, spec.args)}
         inputs = {"expected": spec.expected, "atol": atol, "rtol": rtol, "verify": verify, "runner": runner,
@@ -127,7 +130,8 @@ class Autotune:
             return make_runner(locked, runner=runner, measure=self.settings.measure, **runner_options)
 
         return self._run(_Kernel(label, hashes, inputs, lambda: make_runner(
-            spec, runner=runner, measure=self.settings.measure, **runner_options), source, locked_runner))
+            spec, runner=runner, measure=self.settings.measure, **runner_options), source=source,
+            make_locked_runner=locked_runner, problem=describe_problem(spec.problem_size, spec.args)))
 
     def function(self, launch: Callable[[Mapping[str, Any]], Any], *, name: str | None = None,
                  args: Sequence[Any] = (), expected: Sequence[Any] | None = None, atol: float | None = None,
@@ -149,7 +153,7 @@ class Autotune:
                   "runner_options": runner_options}
         return self._run(_Kernel(label, hashes, inputs, lambda: make_runner(
             None, runner="callable", launch=launch, expected=expected, atol=atol, rtol=rtol, verify=verify,
-            sync=sync, measure=self.settings.measure, **runner_options)))
+            sync=sync, measure=self.settings.measure, **runner_options), problem=describe_problem(problem_size, list(args))))
 
     def replay(self, recording: Any, *, name: str | None = None, scale: float = 1.0, noise: float = 0.0,
                seed: int | None = None, definition: Any = None) -> KernelResult:
@@ -183,7 +187,8 @@ class Autotune:
         inputs = {"recording": [str(path), stat.st_size, stat.st_mtime_ns], "scale": scale, "noise": noise,
                   "seed": seed, "definition": str(definition)}
         return self._run(_Kernel(label, hashes, inputs,
-                                 lambda: ReplayRunner(recorded, noise=noise, scale=scale, seed=seed)))
+                                 lambda: ReplayRunner(recorded, noise=noise, scale=scale, seed=seed),
+                                 problem=describe_problem(None, [])))
 
     # -- internals -------------------------------------------------------------------------
     def _space_hash(self) -> str:
@@ -289,9 +294,10 @@ class Autotune:
             progress(record, evaluator)
 
         incumbent = dict(old["params"]) if old is not None and space.find(old["params"]) >= 0 else None
+        warm = warm_start(opts.lockdir, path, k.label, k.hashes, k.problem) if old is None else None
         try:
             result = tune(runner, space=space, strategy=s.strategy, budget=s.budget, seed=s.seed,
-                          cache=cached, on_record=on_record, incumbent=incumbent)
+                          cache=cached, on_record=on_record, incumbent=incumbent, seeds=warm.seeds if warm else ())
         except TuneError as exc:
             self._row(k.label, "tune", "failed", failures=exc.history.failures() if exc.history else {},
                       failure_examples=first_failures(exc.history) if exc.history else {},
@@ -318,7 +324,8 @@ class Autotune:
                   failure_examples=first_failures(result.history),
                   best_so_far=[None if x != x else float(x) for x in result.history.best_so_far()],
                   resumed=len(cached), stop_reason=result.history.stop_reason,
-                  note=decision.message if decision.action != "first" else "", message=decision.message, lockfile=str(path), lock_written=decision.write)
+                  note=decision.message if decision.action != "first" else (warm.note() if warm else ""),
+                  message=decision.message, lockfile=str(path), lock_written=decision.write)
         outputs = result.outputs if decision.params == result.params else None
         if outputs is None and decision.params != result.params:
             outputs = _evaluate(runner, decision.params, keep_outputs=True).extra.get("outputs")
@@ -365,6 +372,7 @@ class Autotune:
                             "samples": list(result.confirmed_samples(r.params) or r.measurement.samples)}
                            for r in ups],
             "hashes": k.hashes,
+            "problem": k.problem,
             "strategy": {"name": result.strategy["name"], "hyperparameters": result.strategy["hyperparameters"],
                          "seed": s.seed},
             "evaluations": {"total": result.evaluations, "failed": result.failures,

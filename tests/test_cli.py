@@ -65,7 +65,7 @@ def test_show_table(capsys, lockdir):
     code, out, err = run(capsys, "show", path)
     assert code == 0 and err == ""
     lines = out.splitlines()
-    assert lines[0] == f"{path}: NVIDIA H100 80GB HBM3 (nvidia-h100-80gb-hbm3), schema 1, 3 entries"
+    assert lines[0] == f"{path}: NVIDIA H100 80GB HBM3 (nvidia-h100-80gb-hbm3), schema 2, 3 entries"
     assert lines[1].split() == ["key", "params", "median", "n", "strategy", "evaluations", "timestamp"]
     rows = {line.split()[0]: line for line in lines[3:]}
     assert list(rows) == sorted([MM, CONV, REDUCE])

@@ -97,3 +97,15 @@ def test_the_readme_imports_work():
     assert any("import tune" in line for line in lines)
     for line in lines:
         exec(compile(line, "README.md", "exec"), {})
+
+
+def test_every_console_script_command_and_flag_is_documented() -> None:
+    from pytest_autotune.cli import build_parser
+
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction"]
+    for command, subparser in sub.choices.items():
+        assert f"`pytest-autotune {command}" in REFERENCE, f"console script command {command!r} missing from the README"
+        flags = [s for a in subparser._actions for s in a.option_strings if s.startswith("--") and s != "--help"]
+        missing = [f for f in flags if f"{f}" not in REFERENCE]
+        assert not missing, f"pytest-autotune {command}: flags missing from the README reference: {missing}"

@@ -133,7 +133,7 @@ def test_round_trip_keeps_every_field(tmp_path):
     assert get_entry(back, "tests/test_a.py::test_mm", "other") is None
     assert get_entry(None, "tests/test_a.py::test_mm", "matmul") is None
     data = json.loads(path.read_text())
-    assert set(data) == {"schema", "device", "entries"} and data["schema"] == 1
+    assert set(data) == {"schema", "device", "entries"} and data["schema"] == SCHEMA_VERSION == 2
 
 
 def test_timing_floats_rounded_params_exact_and_numpy_accepted(tmp_path):

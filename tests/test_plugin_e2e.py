@@ -263,7 +263,7 @@ def test_tune_lock_gate_regression_and_faster(project: pytest.Pytester) -> None:
     result = run(project, "--autotune")
     result.assert_outcomes(passed=1)
     path, lock = the_lockfile(project)
-    assert path.name == f"{lock['device']['slug']}.json" and lock["schema"] == 1
+    assert path.name == f"{lock['device']['slug']}.json" and lock["schema"] == 2
     assert lock["device"]["kind"] == "cpu"
     assert set(lock["entries"]) == {"test_work.py::test_work::work"}
     entry = lock["entries"]["test_work.py::test_work::work"]
@@ -601,7 +601,9 @@ def test_replay_lifecycle_report_plots_and_progress(project: pytest.Pytester) ->
     assert entry["samples"] == [0.97, 0.98, 0.99, 1.0, 1.01, 1.02, 1.03] * 2
     assert [u["params"] for u in entry["runners_up"]] == [{"block_size_x": 128, "tile": 1},  # 1.3 ms
                                                            {"block_size_x": 64, "tile": 2},  # 1.5 ms
-                                                           {"block_size_x": 32, "tile": 2}]  # 1.75 ms
+                                                           {"block_size_x": 32, "tile": 2},  # 1.75 ms
+                                                           {"block_size_x": 64, "tile": 1},  # 1.8 ms
+                                                           {"block_size_x": 256, "tile": 2}]  # 2.0 ms
     report = json.loads((project.path / "out" / "tune.json").read_text())
     assert report["meta"]["mode"] == "all"
     (row,) = report["kernels"]

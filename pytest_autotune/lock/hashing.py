@@ -89,6 +89,12 @@ def hash_source(text: str | bytes) -> str:
     return _digest("source", data)
 
 
+def kernel_source_hash(code: str, kernel_name: str, compiler_options: Sequence[str] = ()) -> str:
+    """The ``hashes.source`` of a source kernel (``autotune.kernel``): its code, the kernel it
+    launches and the compiler options, since each of them can change the best configuration."""
+    return hash_source(code + "\n#kernel " + kernel_name + "\n" + "\n".join(compiler_options))
+
+
 # --------------------------------------------------------------------------- callables
 
 

@@ -2,7 +2,11 @@
 
 One JSON file per device model, ``<lockdir>/<device slug>.json``::
 
-    {"device": {...DeviceInfo.as_dict()...}, "entries": {key: entry}, "schema": 1}
+    {"device": {...DeviceInfo.as_dict()...}, "entries": {key: entry}, "schema": 2}
+
+Schema 2 added the entry field ``problem`` (the readable problem, see
+:mod:`.problem`); schema-1 files are read as they are (their entries lack it)
+and are written as schema 2 on the next merge.
 
 The serialisation is canonical (sorted keys, two-space indent, one key per
 line, numeric arrays on one line, floats in timing fields rounded to
@@ -31,6 +35,8 @@ from typing import Any, Protocol, Union
 
 import filelock
 
+from .problem import problem_error
+
 __all__ = [
     "SCHEMA_VERSION",
     "SIGNIFICANT_DIGITS",
@@ -52,7 +58,7 @@ __all__ = [
     "utc_timestamp",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """Schema this version reads and writes; a file with a higher one is refused, never rewritten."""
 
 SIGNIFICANT_DIGITS = 6
@@ -376,6 +382,8 @@ def _normalize_entry(entry: Any) -> dict[str, Any]:
             _need_mapping(out, name)
     if "timestamp" in out:
         _check_timestamp(out["timestamp"])
+    if "problem" in out and (reason := problem_error(out["problem"])):
+        raise _Invalid("problem", reason)
     return out
 
 
@@ -434,14 +442,14 @@ def serialize(lockfile: Lockfile) -> str:
     Entries are validated and normalised first, so what is written is exactly what a
     later :func:`read_lockfile` returns.
     """
-    if lockfile.schema != SCHEMA_VERSION:
-        raise LockfileError(None, f"cannot write schema {lockfile.schema!r}; this version writes {SCHEMA_VERSION}")
+    if not _is_int(lockfile.schema) or not 1 <= lockfile.schema <= SCHEMA_VERSION:
+        raise LockfileError(None, f"cannot write schema {lockfile.schema!r}; this version writes 1 to {SCHEMA_VERSION}")
     entries = {}
     for key, entry in lockfile.entries.items():
         if not isinstance(key, str) or not key:
             raise LockfileError(None, f"entry keys must be non-empty strings, got {key!r}")
         entries[key] = normalize_entry(entry, key)
-    data = {"schema": SCHEMA_VERSION, "device": _normalize_device(lockfile.device, None), "entries": entries}
+    data = {"schema": lockfile.schema, "device": _normalize_device(lockfile.device, None), "entries": entries}
     return _dump(data, 0) + "\n"
 
 

@@ -1,0 +1,55 @@
+"""The library function the project ships runs the kernel with the parameters its lock holds for this machine."""
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+import example_kernels
+from example_kernels import LOCKDIR, MATMUL_DEFAULT, MATMUL_N, blocked_matmul, matmul_reference, rng
+
+
+def _locked_matmul_for_this_machine():
+    """The matmul entry of this machine's lockfile, read directly (None when this CPU was never tuned)."""
+    from pytest_autotune.runners.device import detect_cpu_device
+
+    path = LOCKDIR / f"{detect_cpu_device().slug}.json"
+    if not path.exists():
+        return None
+    entries = json.loads(path.read_text())["entries"]
+    return next((e["params"] for e in entries.values() if e.get("kernel") == "matmul"), None)
+
+
+def test_blocked_matmul_uses_the_locked_parameters(monkeypatch):
+    used = []
+    run = example_kernels._run_matmul
+    monkeypatch.setattr(example_kernels, "_run_matmul", lambda a, b, params: used.append(params) or run(a, b, params))
+    a = rng(5).random((MATMUL_N, MATMUL_N), dtype=np.float32)
+    b = rng(6).random((MATMUL_N, MATMUL_N), dtype=np.float32)
+    locked = _locked_matmul_for_this_machine()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        c = blocked_matmul(a, b)
+    np.testing.assert_allclose(c, matmul_reference(a, b), rtol=1e-4, atol=1e-3)
+    if locked is not None:
+        assert used == [locked]
+    else:  # a machine the lock does not know: the default configuration, and a warning saying so
+        assert used == [MATMUL_DEFAULT]
+        assert any("using the default parameters" in str(w.message) for w in caught)
+
+
+def test_blocked_matmul_rejects_non_square_input():
+    with pytest.raises(ValueError, match="square matrices"):
+        blocked_matmul(np.zeros((4, 3), np.float32), np.zeros((3, 4), np.float32))
+
+
+def test_blocked_matmul_falls_back_to_the_default_without_a_lock(monkeypatch, tmp_path):
+    used = []
+    run = example_kernels._run_matmul
+    monkeypatch.setattr(example_kernels, "_run_matmul", lambda a, b, params: used.append(params) or run(a, b, params))
+    monkeypatch.setattr(example_kernels, "LOCKDIR", tmp_path)  # a machine (or checkout) with no lock
+    a = rng(7).random((40, 40), dtype=np.float32)
+    with pytest.warns(UserWarning, match="no entry for 'matmul'.*using the default parameters"):
+        c = blocked_matmul(a, a.T)
+    np.testing.assert_allclose(c, matmul_reference(a, a.T), rtol=1e-4, atol=1e-3)
+    assert used == [MATMUL_DEFAULT]

@@ -1,0 +1,290 @@
+"""``locked_params``: the tuned parameters of a kernel, read from the lock at run time, without pytest.
+
+The code a team ships calls it to launch its kernels with what ``pytest
+--autotune`` found for the machine it runs on::
+
+    from pytest_autotune import locked_params
+    params = locked_params("matmul", problem_size=(4096, 4096), lockdir="autotune.lock")
+
+Entries are found by kernel name (not by test), for this device (detected the
+way the plugin names lockfiles, or ``device=`` a lockfile's slug, e.g. on a
+build machine without the GPU), and by problem: the exact size, else the
+nearest tuned size in log space with a :class:`LockFallbackWarning`. Parsed
+lockfiles are cached per process (re-read only when the file changes), so
+calls after the first cost microseconds.
+
+Imports neither pytest nor CuPy nor PyCUDA; CUDA libraries are imported only
+to detect the device when ``device`` is not given.
+"""
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .hashing import hash_source, kernel_source_hash
+from .lockfile import lockfile_path, read_lockfile
+from .problem import array_dtypes, normalize_size, size_distance, size_label
+
+__all__ = ["locked_params", "LockLookupError", "AmbiguousLockError", "LockFallbackWarning", "LockStaleWarning",
+           "detect_device_slugs", "clear_cache"]
+
+
+class LockLookupError(LookupError):
+    """No usable entry (and no ``default``), or a problem that does not say which entry to use."""
+
+
+class AmbiguousLockError(LockLookupError):
+    """Two tests tuned the same kernel name with different search spaces: which one is meant is unknown."""
+
+
+class LockFallbackWarning(UserWarning):
+    """The parameters returned are not tuned for exactly this problem (nearest size) or device (default)."""
+
+
+class LockStaleWarning(UserWarning):
+    """The kernel's source changed since its entry was tuned: the parameters may no longer be the best."""
+
+
+# --------------------------------------------------------------------------- the per-process cache
+
+
+@dataclass(frozen=True)
+class _Tuned:
+    key: str
+    test: str
+    entry: Mapping[str, Any]
+    size: list[Any] | None  # None: an entry without a readable problem (schema 1)
+    dtypes: list[str]
+
+    @property
+    def problem_text(self) -> str:
+        return size_label(self.size) or "(no problem size)" if self.size is not None else "(problem not recorded)"
+
+
+@dataclass
+class _Index:
+    """One parsed lockfile: entries by kernel name, and the answers already given (``memo``:
+    (kernel, size, dtypes) -> the entry and the fallback warning to repeat), dropped with it."""
+
+    kernels: dict[str, list[_Tuned]]
+    memo: dict[tuple[Any, ...], tuple[_Tuned, str | None]]
+
+
+_CACHE: dict[str, tuple[tuple[int, int], _Index]] = {}
+_PATHS: dict[tuple[str, str], Path] = {}
+
+
+def clear_cache() -> None:
+    """Forget the parsed lockfiles (and the detected device): the next lookups read and detect afresh."""
+    _CACHE.clear()
+    _PATHS.clear()
+    detect_device_slugs.cache_clear()
+
+
+def _path(lockdir: str | os.PathLike[str], slug: str) -> Path:
+    key = (os.fspath(lockdir), slug)
+    path = _PATHS.get(key)
+    if path is None:
+        path = _PATHS[key] = lockfile_path(lockdir, slug)
+    return path
+
+
+def _index(path: Path) -> _Index | None:
+    """The lockfile at ``path`` by kernel name; re-parsed only when its size or modification time changed
+    (one ``stat`` per call: a re-tuned lock is seen at once)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        _CACHE.pop(str(path), None)
+        return None
+    stamp = (st.st_mtime_ns, st.st_size)
+    cached = _CACHE.get(str(path))
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
+    lock = read_lockfile(path)  # LockfileError (corrupt, newer schema) reaches the caller: it names the file
+    kernels: dict[str, list[_Tuned]] = {}
+    for key, entry in sorted(lock.entries.items()) if lock is not None else ():
+        kernel = entry.get("kernel") if isinstance(entry.get("kernel"), str) else key.rsplit("::", 1)[-1]
+        test = entry.get("test") if isinstance(entry.get("test"), str) else key.rsplit("::", 1)[0]
+        problem = entry.get("problem")
+        size = normalize_size((problem or {}).get("size")) if isinstance(problem, Mapping) else None
+        if isinstance(problem, Mapping) and size is None:
+            size = []  # recorded, but the kernel has no problem size
+        dtypes = array_dtypes(problem) if isinstance(problem, Mapping) else []
+        kernels.setdefault(kernel, []).append(_Tuned(key, test, entry, size, dtypes))
+    index = _Index(kernels, {})
+    _CACHE[str(path)] = (stamp, index)
+    return index
+
+
+# --------------------------------------------------------------------------- device detection
+
+
+@functools.lru_cache(maxsize=1)
+def detect_device_slugs() -> tuple[str, ...]:
+    """Lockfile names this machine's kernels are tuned under: the CUDA GPU's (device 0) if one is
+    usable, then the CPU's (the C runner). Detected once per process."""
+    from ..runners.device import detect_cpu_device
+
+    slugs = []
+    cuda = _cuda_slug()
+    if cuda:
+        slugs.append(cuda)
+    slugs.append(detect_cpu_device().slug)
+    return tuple(slugs)
+
+
+def _cuda_slug() -> str | None:
+    from ..runners import device as devices
+
+    for module, detect in (("cupy", devices.detect_cuda_device_cupy), ("pycuda", devices.detect_cuda_device_pycuda)):
+        if importlib.util.find_spec(module) is None:
+            continue
+        try:
+            return detect(0).slug
+        except Exception:  # noqa: BLE001 - no driver, no GPU, broken install: this backend cannot say
+            continue
+    return None
+
+
+# --------------------------------------------------------------------------- selection
+
+
+def _describe(tuned: Sequence[_Tuned]) -> str:
+    return ", ".join(f"{t.problem_text} ({t.key})" for t in tuned)
+
+
+def _check_unambiguous(kernel: str, tuned: Sequence[_Tuned], path: Path) -> None:
+    spaces: dict[str, _Tuned] = {}
+    for t in tuned:
+        spaces.setdefault(str((t.entry.get("hashes") or {}).get("space")), t)
+    if len(spaces) > 1:
+        a, b = list(spaces.values())[:2]
+        raise AmbiguousLockError(
+            f"locked_params({kernel!r}): {path} holds entries of two tests that tune {kernel!r} with different "
+            f"search spaces: {a.test} and {b.test}; give one of them another kernel name (name= in autotune.kernel)")
+
+
+def _same_params(tuned: Sequence[_Tuned]) -> bool:
+    return all(t.entry["params"] == tuned[0].entry["params"] for t in tuned[1:])
+
+
+def _memo_key(kernel: str, problem_size: Any, dtypes: Sequence[str] | None) -> tuple[Any, ...] | None:
+    size = tuple(problem_size) if isinstance(problem_size, list) else problem_size
+    key = (kernel, size, tuple(dtypes) if dtypes is not None else None)
+    try:
+        hash(key)
+    except TypeError:  # e.g. a numpy array as problem size: answered, not remembered
+        return None
+    return key
+
+
+def _select_cached(kernel: str, index: _Index, problem_size: Any, dtypes: Sequence[str] | None,
+                   path: Path) -> _Tuned:
+    key = _memo_key(kernel, problem_size, dtypes)
+    hit = index.memo.get(key) if key is not None else None
+    if hit is None:
+        hit = _select(kernel, index.kernels[kernel], problem_size, dtypes, path)
+        if key is not None:
+            index.memo[key] = hit
+    if hit[1] is not None:
+        warnings.warn(LockFallbackWarning(hit[1]), stacklevel=3)
+    return hit[0]
+
+
+def _select(kernel: str, tuned: list[_Tuned], problem_size: Any, dtypes: Sequence[str] | None,
+            path: Path) -> tuple[_Tuned, str | None]:
+    """The entry for the problem, and the warning to give when it is only the nearest size."""
+    _check_unambiguous(kernel, tuned, path)
+    if dtypes is not None:
+        wanted = [str(d) for d in dtypes]
+        tuned = [t for t in tuned if t.size is None or t.dtypes == wanted]
+        if not tuned:
+            raise LockLookupError(f"locked_params({kernel!r}): no entry in {path} has array arguments of dtypes "
+                                  f"{wanted}")
+    if problem_size is None or all(t.size is None for t in tuned):
+        # Entries without a readable problem (schema 1) match by kernel name only.
+        if len(tuned) == 1 or _same_params(tuned):
+            return tuned[0], None
+        raise LockLookupError(f"locked_params({kernel!r}): {path} holds {len(tuned)} tuned problems of {kernel!r}: "
+                              f"{_describe(tuned)}; pass problem_size= (and dtypes=) to choose")
+    wanted_size = normalize_size(problem_size)
+    readable = [t for t in tuned if t.size is not None]
+    exact = [t for t in readable if t.size == wanted_size]
+    if exact:
+        if len(exact) == 1 or _same_params(exact):
+            return exact[0], None
+        raise LockLookupError(f"locked_params({kernel!r}): {len(exact)} entries in {path} match problem size "
+                              f"{size_label(wanted_size)} (differing in argument dtypes or scalars): {_describe(exact)}; "
+                              "pass dtypes= to choose")
+    scored = [(d, t) for t in readable if (d := size_distance(wanted_size, t.size)) is not None]
+    if not scored:
+        raise LockLookupError(f"locked_params({kernel!r}): problem size {size_label(wanted_size)} cannot be compared "
+                              f"with the tuned problems in {path}: {_describe(readable)}")
+    scored.sort(key=lambda dt: dt[0])  # stable: ties go to the first entry by key
+    nearest = scored[0][1]
+    return nearest, (f"locked_params({kernel!r}): problem size {size_label(wanted_size)} was not tuned on "
+                     f"{path.stem}; using the nearest tuned size {size_label(nearest.size)} ({nearest.key})")
+
+
+def _read_source(source: str | os.PathLike[str]) -> str:
+    if isinstance(source, os.PathLike) or ("\n" not in source and os.path.isfile(source)):
+        return Path(source).read_text(encoding="utf-8")
+    return source
+
+
+def _check_stale(kernel: str, tuned: _Tuned, source: str | os.PathLike[str], kernel_name: str | None) -> None:
+    recorded = (tuned.entry.get("hashes") or {}).get("source")
+    code = _read_source(source)
+    options = tuned.entry.get("compiler_options")
+    options = [str(o) for o in options] if isinstance(options, list) else []
+    names = [kernel_name] if kernel_name else [kernel]
+    current = {hash_source(code), *(kernel_source_hash(code, n, options) for n in names)}
+    if recorded not in current:
+        warnings.warn(LockStaleWarning(
+            f"locked_params({kernel!r}): the kernel's source changed since {tuned.key} was tuned; its parameters "
+            "may no longer be the best (re-tune with pytest --autotune)"), stacklevel=3)
+
+
+def locked_params(kernel: str, problem_size: Any = None, lockdir: str | os.PathLike[str] = "autotune.lock", *,
+                  device: str | None = None, default: Mapping[str, Any] | None = None,
+                  dtypes: Sequence[str] | None = None, source: str | os.PathLike[str] | None = None,
+                  kernel_name: str | None = None) -> dict[str, Any]:
+    """The locked parameters of ``kernel`` for this device and problem (a fresh dict each call).
+
+    ``problem_size``: an int or tuple, compared with the sizes the entries were
+    tuned for (exact, else nearest in log space with a warning); ``None``
+    returns the kernel's only entry and raises when several problems are
+    tuned. ``dtypes``: the dtypes of the kernel's array arguments, in order,
+    when entries differ only in them. ``device``: a lockfile name (device
+    slug) instead of detecting this machine. ``default``: returned, with a
+    :class:`LockFallbackWarning`, when the device has no entry for the kernel
+    (without it, :class:`LockLookupError`). ``source``: the kernel's current
+    code (text or path) to warn (:class:`LockStaleWarning`) when it changed
+    since tuning; ``kernel_name``: the name the test passed to
+    ``autotune.kernel`` when it differs from ``kernel`` (``name=``).
+    """
+    if not isinstance(kernel, str) or not kernel:
+        raise TypeError(f"locked_params: kernel must be a non-empty string, got {kernel!r}")
+    slugs = (device,) if device is not None else detect_device_slugs()
+    for slug in slugs:
+        path = _path(lockdir, slug)
+        index = _index(path)
+        if index is not None and kernel in index.kernels:
+            chosen = _select_cached(kernel, index, problem_size, dtypes, path)
+            if source is not None:
+                _check_stale(kernel, chosen, source, kernel_name)
+            return dict(chosen.entry["params"])
+    searched = ", ".join(str(lockfile_path(lockdir, s)) for s in slugs)
+    if default is None:
+        raise LockLookupError(f"locked_params({kernel!r}): no entry for {kernel!r} in {searched}; tune it on this "
+                              "device with pytest --autotune, or pass default=")
+    warnings.warn(LockFallbackWarning(f"locked_params({kernel!r}): no entry for {kernel!r} in {searched}; using "
+                                      "the default parameters"), stacklevel=2)
+    return dict(default)

@@ -1,0 +1,252 @@
+"""locked_params: the run-time lookup of tuned parameters by kernel name, device and problem (no pytest needed)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_autotune import locked_params
+from pytest_autotune.lock import lookup
+from pytest_autotune.lock.hashing import kernel_source_hash
+from pytest_autotune.lock.lockfile import SCHEMA_VERSION, LockfileError, merge_entries, read_lockfile
+from pytest_autotune.lock.lookup import AmbiguousLockError, LockFallbackWarning, LockLookupError, LockStaleWarning
+from pytest_autotune.lock.problem import describe_problem, problem_distance, size_distance
+
+DEVICE = {"model": "Test GPU", "kind": "cuda", "slug": "test-gpu"}
+SOURCE = "__global__ void matmul(float *c) {}\n"
+
+
+def entry(params, size=None, *, kernel="matmul", test="tests/test_mm.py::test_mm", space="s" * 16,
+          dtype="float32", problem=True, source=SOURCE):
+    e = {
+        "kernel": kernel, "test": test, "params": params,
+        "stats": {"median": 1.0, "mean": 1.0, "min": 1.0, "iqr": 0.0, "n": 1}, "samples": [1.0],
+        "hashes": {"source": kernel_source_hash(source, kernel), "space": space, "problem": f"p{size}"},
+    }
+    if problem:
+        arrays = [np.zeros(1, dtype=dtype)] * 2
+        e["problem"] = describe_problem(size, [*arrays, np.int32(size[0] if isinstance(size, tuple) else size or 0)])
+    return e
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    lookup.clear_cache()
+    yield
+    lookup.clear_cache()
+
+
+def write(lockdir: Path, slug: str, entries: dict) -> Path:
+    path = lockdir / f"{slug}.json"
+    merge_entries(path, entries, {**DEVICE, "slug": slug})
+    return path
+
+
+@pytest.fixture
+def lockdir(tmp_path: Path) -> Path:
+    d = tmp_path / "autotune.lock"
+    write(d, "test-gpu", {
+        "tests/test_mm.py::test_mm[1024]::matmul": entry({"bx": 16}, (1024, 1024), test="tests/test_mm.py::test_mm[1024]"),
+        "tests/test_mm.py::test_mm[4096]::matmul": entry({"bx": 64}, (4096, 4096), test="tests/test_mm.py::test_mm[4096]"),
+        "tests/test_red.py::test_red::reduce": entry({"threads": 256}, 100000, kernel="reduce", test="tests/test_red.py::test_red"),
+    })
+    return d
+
+
+def test_problem_is_recorded_readably_and_the_schema_is_2(lockdir: Path) -> None:
+    lock = read_lockfile(lockdir / "test-gpu.json")
+    assert lock.schema == SCHEMA_VERSION == 2
+    assert lock.entries["tests/test_mm.py::test_mm[4096]::matmul"]["problem"] == {
+        "size": [4096, 4096],
+        "args": [{"shape": [1], "dtype": "float32"}, {"shape": [1], "dtype": "float32"},
+                 {"dtype": "int32", "value": 4096}]}
+
+
+def test_exact_problem_by_kernel_name_not_test(lockdir: Path) -> None:
+    assert locked_params("matmul", (4096, 4096), lockdir, device="test-gpu") == {"bx": 64}
+    assert locked_params("matmul", [1024, 1024], lockdir=lockdir, device="test-gpu") == {"bx": 16}
+    assert locked_params("reduce", 100000, lockdir, device="test-gpu") == {"threads": 256}
+    assert locked_params("reduce", None, lockdir, device="test-gpu") == {"threads": 256}  # its only entry
+
+
+def test_nearest_problem_in_log_space_warns_which_size(lockdir: Path) -> None:
+    with pytest.warns(LockFallbackWarning, match=r"problem size 3000x3000 was not tuned on test-gpu; using the "
+                                                 r"nearest tuned size 4096x4096 \(tests/test_mm.py::test_mm\[4096\]::matmul\)"):
+        assert locked_params("matmul", (3000, 3000), lockdir, device="test-gpu") == {"bx": 64}
+    # log space: (1900, 2100) is nearer 1024x1024 (ratios 1.86, 2.05) than 4096x4096 (ratios 2.16, 1.95)
+    with pytest.warns(LockFallbackWarning, match="1024x1024"):
+        assert locked_params("matmul", (1900, 2100), lockdir, device="test-gpu") == {"bx": 16}
+    with pytest.warns(LockFallbackWarning, match="4096x4096"):  # ratio 2.05 vs 1.95: log space picks 4096
+        assert locked_params("matmul", (2100, 2100), lockdir, device="test-gpu") == {"bx": 64}
+
+
+def test_several_problems_without_a_size_is_an_error_listing_them(lockdir: Path) -> None:
+    with pytest.raises(LockLookupError, match=r"2 tuned problems of 'matmul': 1024x1024 \(tests/test_mm.py::test_mm\[1024\]"
+                                              r"::matmul\), 4096x4096 .*pass problem_size="):
+        locked_params("matmul", None, lockdir, device="test-gpu")
+
+
+def test_incomparable_sizes_and_dtypes(lockdir: Path) -> None:
+    with pytest.raises(LockLookupError, match="problem size 10x10x10 cannot be compared"):
+        locked_params("matmul", (10, 10, 10), lockdir, device="test-gpu")
+    with pytest.raises(LockLookupError, match=r"dtypes \['float64', 'float64'\]"):
+        locked_params("matmul", (1024, 1024), lockdir, device="test-gpu", dtypes=["float64", "float64"])
+    assert locked_params("matmul", (1024, 1024), lockdir, device="test-gpu", dtypes=["float32", "float32"]) == {"bx": 16}
+
+
+def test_same_size_in_two_dtypes_needs_dtypes(tmp_path: Path) -> None:
+    write(tmp_path, "test-gpu", {"t::a::matmul": entry({"bx": 1}, (64, 64), test="t::a"),
+                                  "t::b::matmul": entry({"bx": 2}, (64, 64), test="t::b", dtype="float64")})
+    with pytest.raises(LockLookupError, match="2 entries .* match problem size 64x64.*pass dtypes="):
+        locked_params("matmul", (64, 64), tmp_path, device="test-gpu")
+    assert locked_params("matmul", (64, 64), tmp_path, device="test-gpu", dtypes=["float64", "float64"]) == {"bx": 2}
+    # nearest size keeps to the dtypes: a float64 request never falls back to a float32 entry
+    with pytest.warns(LockFallbackWarning):
+        assert locked_params("matmul", (80, 80), tmp_path, device="test-gpu", dtypes=["float64"] * 2) == {"bx": 2}
+
+
+def test_missing_device_entry_returns_default_with_warning_or_raises(lockdir: Path) -> None:
+    with pytest.warns(LockFallbackWarning, match=r"no entry for 'matmul' in .*other-gpu.json; using the default"):
+        assert locked_params("matmul", (64, 64), lockdir, device="other-gpu", default={"bx": 8}) == {"bx": 8}
+    with pytest.raises(LockLookupError, match=r"no entry for 'nope' in .*test-gpu.json; tune it on this device"):
+        locked_params("nope", None, lockdir, device="test-gpu")
+    with pytest.raises(LockLookupError):
+        locked_params("matmul", None, lockdir / "missing-dir", device="test-gpu")
+
+
+def test_same_kernel_name_in_two_tests_with_different_spaces_is_ambiguous(tmp_path: Path) -> None:
+    write(tmp_path, "test-gpu", {"tests/a.py::test_a::k": entry({"x": 1}, 64, kernel="k", test="tests/a.py::test_a"),
+                                  "tests/b.py::test_b::k": entry({"y": 1}, 128, kernel="k", test="tests/b.py::test_b",
+                                                                 space="t" * 16)})
+    with pytest.raises(AmbiguousLockError, match="tests/a.py::test_a and tests/b.py::test_b"):
+        locked_params("k", 64, tmp_path, device="test-gpu")
+
+
+def test_schema_1_entries_match_by_kernel_name_only(tmp_path: Path) -> None:
+    old = {"schema": 1, "device": DEVICE,
+           "entries": {"t::test_x::k": entry({"x": 3}, kernel="k", problem=False)}}
+    (tmp_path / "test-gpu.json").write_text(json.dumps(old))
+    assert locked_params("k", (123, 456), tmp_path, device="test-gpu") == {"x": 3}
+    assert locked_params("k", None, tmp_path, device="test-gpu") == {"x": 3}
+
+
+def test_staleness_check_against_the_current_source(lockdir: Path, tmp_path: Path) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        locked_params("matmul", (1024, 1024), lockdir, device="test-gpu", source=SOURCE)
+        src = tmp_path / "mm.cu"
+        src.write_text(SOURCE)
+        locked_params("matmul", (1024, 1024), lockdir, device="test-gpu", source=src)
+        locked_params("matmul", (1024, 1024), lockdir, device="test-gpu", source=str(src))
+    with pytest.warns(LockStaleWarning, match="source changed since tests/test_mm.py::test_mm\\[1024\\]::matmul"):
+        locked_params("matmul", (1024, 1024), lockdir, device="test-gpu", source=SOURCE + "// edited\n")
+
+
+def test_cache_rereads_a_changed_file_and_returns_copies(lockdir: Path) -> None:
+    params = locked_params("reduce", None, lockdir, device="test-gpu")
+    params["threads"] = 1  # the caller's copy
+    assert locked_params("reduce", None, lockdir, device="test-gpu") == {"threads": 256}
+    write(lockdir, "test-gpu", {"tests/test_red.py::test_red::reduce": entry({"threads": 512}, 100000, kernel="reduce")})
+    assert locked_params("reduce", None, lockdir, device="test-gpu") == {"threads": 512}
+
+
+def test_corrupt_lockfile_names_the_file(tmp_path: Path) -> None:
+    (tmp_path / "test-gpu.json").write_text("{")
+    with pytest.raises(LockfileError, match="test-gpu.json: not valid JSON"):
+        locked_params("k", None, tmp_path, device="test-gpu")
+
+
+def test_device_detection_uses_the_cpu_slug_of_the_plugin(tmp_path: Path) -> None:
+    from pytest_autotune.runners.device import detect_cpu_device
+
+    slug = detect_cpu_device().slug
+    write(tmp_path, slug, {"t::t::k": entry({"x": 5}, 10, kernel="k")})
+    assert slug in lookup.detect_device_slugs()
+    assert locked_params("k", 10, tmp_path) == {"x": 5}
+
+
+def test_importing_the_lookup_imports_no_pytest_or_cuda_library() -> None:
+    code = ("import sys; from pytest_autotune import locked_params; import pytest_autotune.lock.lookup; "
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('pytest', '_pytest', 'cupy', 'pycuda')]; "
+            "assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+
+
+def test_distances() -> None:
+    assert size_distance([1024], [2048]) == pytest.approx(size_distance([2048], [4096]))
+    assert size_distance([1024], [1024, 1]) is None and size_distance(["n"], [4]) is None
+    f32 = describe_problem(64, [np.zeros(2, np.float32)])
+    f64 = describe_problem(64, [np.zeros(2, np.float64)])
+    assert problem_distance(f32, f32) == 0.0 and problem_distance(f32, f64) is None
+
+
+def test_schema_1_files_are_read_kept_by_show_and_upgraded_by_the_next_merge(tmp_path: Path) -> None:
+    from pytest_autotune.lock.lockfile import serialize
+
+    path = tmp_path / "test-gpu.json"
+    path.write_text(json.dumps({"schema": 1, "device": DEVICE, "entries": {"t::a::k": entry({"x": 1}, kernel="k",
+                                                                                              problem=False)}}))
+    old = read_lockfile(path)
+    assert old.schema == 1 and json.loads(serialize(old))["schema"] == 1  # show --json prints it as it is
+    merge_entries(path, {"t::b::k2": entry({"x": 2}, 64, kernel="k2")}, DEVICE)
+    new = read_lockfile(path)
+    assert new.schema == 2 and "problem" not in new.entries["t::a::k"] and new.entries["t::b::k2"]["problem"]
+
+
+def test_an_invalid_problem_field_is_named(tmp_path: Path) -> None:
+    from pytest_autotune.lock.lockfile import InvalidEntryError
+
+    bad = entry({"x": 1}, 64)
+    bad["problem"] = {"size": "big", "args": []}
+    with pytest.raises(InvalidEntryError, match=r"entry 't::k': problem: size must be null or a list"):
+        merge_entries(tmp_path / "g.json", {"t::k": bad}, DEVICE)
+
+
+SCALE_C = r"""
+void scale(float *out, const float *in, int n) {
+    for (int i = 0; i < n; i += UNROLL)
+        for (int j = 0; j < UNROLL && i + j < n; j++) out[i + j] = in[i + j] * FACTOR;
+}
+"""
+SCALE_TEST = '''
+import numpy as np
+import pytest
+
+
+@pytest.mark.tune(params={"UNROLL": [1, 2], "FACTOR": [2]}, strategy="brute_force")
+@pytest.mark.parametrize("n", [256, 4096])
+def test_scale(autotune, n):
+    x = np.arange(n, dtype=np.float32)
+    autotune.kernel("scale.c", "scale", n, [np.zeros_like(x), x, np.int32(n)], expected=[2 * x, None, None])
+'''
+
+
+@pytest.mark.skipif(__import__("shutil").which("gcc") is None, reason="the C runner needs gcc")
+def test_entries_tuned_by_the_plugin_are_found_by_size_and_checked_against_their_source(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PYTEST_AUTOTUNE_CACHE_DIR", str(tmp_path / "c-cache"))
+    pytester.makeini("[pytest]\n")
+    pytester.makefile(".c", scale=SCALE_C)
+    pytester.makepyfile(test_scale=SCALE_TEST)
+    pytester.runpytest("-p", "no:hypothesispytest", "--autotune").assert_outcomes(passed=2)
+    (path,) = (pytester.path / "autotune.lock").glob("*.json")
+    entries = read_lockfile(path).entries
+    assert entries["test_scale.py::test_scale[4096]::scale"]["problem"] == {
+        "size": [4096], "args": [{"shape": [4096], "dtype": "float32"}, {"shape": [4096], "dtype": "float32"},
+                                 {"dtype": "int32", "value": 4096}]}
+    lockdir, source = pytester.path / "autotune.lock", pytester.path / "scale.c"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the source hash the plugin wrote is the one the lookup computes
+        assert locked_params("scale", 4096, lockdir, device=path.stem, source=source)["FACTOR"] == 2
+        assert locked_params("scale", [256], lockdir, device=path.stem, source=source)["FACTOR"] == 2
+    with pytest.warns(LockFallbackWarning, match="nearest tuned size 4096"):
+        locked_params("scale", 3000, lockdir, device=path.stem)
+    source.write_text(SCALE_C.replace("* FACTOR", "* FACTOR + 0.0f"))
+    with pytest.warns(LockStaleWarning):
+        locked_params("scale", 4096, lockdir, device=path.stem, source=source)
