@@ -21,7 +21,8 @@ machine other than the lock's). Per round and condition:
 A failure of an unchanged kernel is a false alarm; a failure of a slowed one a detection. "incomparable"
 is neither (the robust gate's default policy warns and passes).
 
-    python benchmarks/bench_gate_robust.py [--runs 30] [--edits 0.30,0.15] [--json benchmarks/results/bench_gate_robust.json]
+    python benchmarks/bench_gate_robust.py [--runs 50] [--edit-runs 20] [--edits 0.30,0.15]
+                                           [--json benchmarks/results/bench_gate_robust.json]
 """
 from __future__ import annotations
 
@@ -113,7 +114,8 @@ class Neighbour:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=30, help="gate runs per kernel, scenario and condition")
+    parser.add_argument("--runs", type=int, default=50, help="gate runs of each unchanged kernel per condition")
+    parser.add_argument("--edit-runs", type=int, default=20, help="gate runs of each slowed edit per condition")
     parser.add_argument("--edits", default="0.30,0.15", help="slowdowns by source edit (synthetic kernels)")
     parser.add_argument("--kernels", default="compute,memory,matmul,stencil")
     parser.add_argument("--tolerance", type=float, default=0.10)
@@ -161,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
                                       machine=machine)
                     results[(name, "unchanged", condition, "today")].append(today.verdict)
                     results[(name, "unchanged", condition, "robust")].append(robust.verdict)
-                    if name not in SYNTHETIC_SIZES:
+                    if name not in SYNTHETIC_SIZES or i >= args.edit_runs:
                         continue
                     for edit in edits:
                         edited = with_code(spec, SYNTHETIC.format(reps=round(SYNTHETIC_SIZES[name][1] * (1 + edit))))
@@ -195,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"lock probes {lock_probes}; gate probes min/median/max {probe_summary}")
     payload = {"benchmark": "bench_gate_robust",
                "command": "python benchmarks/bench_gate_robust.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-               "settings": {"runs": args.runs, "edits": edits, "tolerance": args.tolerance, "alpha": args.alpha,
+               "settings": {"runs": args.runs, "edit_runs": args.edit_runs, "edits": edits, "tolerance": args.tolerance, "alpha": args.alpha,
                             "kernels": {k: v[1] for k, v in kernels.items()}},
                "lock": {k: {"params": e["params"], "median_ms": e["stats"]["median"]} for k, e in entries.items()},
                "lock_probes": lock_probes, "gate_probes": probe_summary, "results": rows,

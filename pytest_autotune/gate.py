@@ -179,20 +179,26 @@ def _fmt_changes(machine: MachineComparison) -> str:
     return ", ".join(f"{name} {change:+.0f}%" for name, change in sorted(machine.changes.items()))
 
 
-def interleaved(measure_a: Measure, measure_b: Measure, rounds: int) -> tuple[list[float], list[float], Measurement | None,
-                                                                                 Measurement | None]:
-    """ABAB... rounds: pooled samples of each side and the first failed measurement of each (or None).
+def interleaved(measure_a: Measure, measure_b: Measure, rounds: int, warmup_rounds: int = 1
+                ) -> tuple[list[float], list[float], Measurement | None, Measurement | None]:
+    """Rounds of A and B, alternating the order (AB, BA, AB, ...): pooled samples of each side and the
+    first failed measurement of each (or None).
 
-    Interleaving puts both sides under the same conditions (load, clocks,
-    neighbours) within a few hundred milliseconds of each other."""
+    Interleaving puts both sides under the same conditions (load, clocks, neighbours) within a few hundred
+    milliseconds of each other, and alternating the order cancels a drift within a round. The first
+    ``warmup_rounds`` are discarded: a freshly started worker's first measurement runs on cold pages and
+    clocks (measured: 30 % slower than the next ones for a 0.1 ms kernel), enough to hide a real change."""
     a: list[float] = []
     b: list[float] = []
-    for _ in range(rounds):
-        ma, mb = measure_a(), measure_b()
+    for i in range(warmup_rounds + rounds):
+        first, second = (measure_a, measure_b) if i % 2 == 0 else (measure_b, measure_a)
+        m1, m2 = first(), second()
+        ma, mb = (m1, m2) if i % 2 == 0 else (m2, m1)
         if not ma.ok or not mb.ok:
             return a, b, (ma if not ma.ok else None), (mb if not mb.ok else None)
-        a.extend(_samples(ma))
-        b.extend(_samples(mb))
+        if i >= warmup_rounds:
+            a.extend(_samples(ma))
+            b.extend(_samples(mb))
     return a, b, None, None
 
 

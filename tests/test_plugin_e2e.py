@@ -257,7 +257,7 @@ def failure_text(result: pytest.RunResult) -> str:
 def test_tune_lock_gate_regression_and_faster(project: pytest.Pytester) -> None:
     project.makefile(".c", work=WORK_C)
     project.makepyfile(test_work=WORK_TEST)
-    (project.path / "work.txt").write_text("4")
+    (project.path / "work.txt").write_text("8")
 
     # 1. pytest --autotune: every configuration measured, the winner verified and locked.
     result = run(project, "--autotune")
@@ -301,8 +301,8 @@ def test_tune_lock_gate_regression_and_faster(project: pytest.Pytester) -> None:
     assert summary_rows(result)["test_work.py::test_work::work"][1:3] == ["gate", "pass"]
     assert path.read_bytes() == locked_bytes
 
-    # 3. The same source doing 4x the work: a regression with the full story in the message.
-    (project.path / "work.txt").write_text("16")
+    # 3. The same source doing 4x the work (8 -> 32 repeats): a regression with the full story in the message.
+    (project.path / "work.txt").write_text("32")
     result = run(project)
     result.assert_outcomes(failed=1)
     out = failure_text(result)
@@ -320,7 +320,9 @@ def test_tune_lock_gate_regression_and_faster(project: pytest.Pytester) -> None:
     assert row[1:3] == ["gate", "REGRESSION"] and row[5].startswith("+")
     assert path.read_bytes() == locked_bytes
 
-    # 4. A quarter of the work: faster is news for the summary, not a failure.
+    # 4. An eighth of the work: faster is news for the summary, not a failure. (A kernel of microseconds:
+    # fixed costs weigh in, and a quarter of the work measured only 40-50 % faster on a loaded machine,
+    # at the test's 50 % tolerance.)
     (project.path / "work.txt").write_text("1")
     result = run(project)
     result.assert_outcomes(passed=1)
