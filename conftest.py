@@ -2,6 +2,7 @@
 and the shared brute-forced spaces located once."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from pathlib import Path
@@ -9,6 +10,12 @@ from pathlib import Path
 import pytest
 
 pytest_plugins = ["pytester"]
+
+# pytester's in-process sessions drop every module first imported inside them when they end, and a
+# nanobind extension cannot be initialised twice in one process: pyopencl imported again after that
+# took an xdist worker down. Imported here, once, it is never first imported inside an inner session.
+with contextlib.suppress(ImportError):
+    import pyopencl  # noqa: F401
 
 REPO = Path(__file__).resolve().parent
 
