@@ -326,9 +326,8 @@ class Autotune:
                   resumed=len(cached), stop_reason=result.history.stop_reason,
                   note=decision.message if decision.action != "first" else (warm.note() if warm else ""),
                   message=decision.message, lockfile=str(path), lock_written=decision.write)
-        outputs = result.outputs if decision.params == result.params else None
-        if outputs is None and decision.params != result.params:
-            outputs = _evaluate(runner, decision.params, keep_outputs=True).extra.get("outputs")
+        outputs = (result.outputs if decision.params == result.params  # the kept winner's own, fresh outputs
+                   else _evaluate(runner, decision.params, keep_outputs=True).extra.get("outputs"))
         return KernelResult(k.label, "tune", params, stats, outputs, result.history, None, entry)
 
     @staticmethod
