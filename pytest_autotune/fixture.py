@@ -399,7 +399,9 @@ class Autotune:
 
         outcome = self._ab_gate(k, entry, path, measure_current) if "source" in check.changed else None
         if outcome is None:
-            machine = compare_machines(entry.get("machine"), probes_for(runner.device().kind), s.tolerance)
+            def machine() -> Any:  # probed only when a "slower" verdict needs it
+                return compare_machines(entry.get("machine"), probes_for(runner.device().kind), s.tolerance)
+
             rival = (lambda p: runner.evaluate(p)) if opts.ranking else None
             outcome = run_gate(label, self.item.nodeid, entry, measure_current(), s.tolerance, s.alpha, rival,
                                remeasure=measure_current, machine=machine)

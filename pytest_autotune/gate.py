@@ -121,7 +121,8 @@ def _faster_message(kernel: str, nodeid: str, cmp: Comparison, against: str = "l
 
 def run_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measurement: Measurement, tolerance: float,
              alpha: float, measure_runner_up: Callable[[Mapping[str, Any]], Measurement] | None = None, *,
-             remeasure: Measure | None = None, machine: MachineComparison | None = None,
+             remeasure: Measure | None = None,
+             machine: MachineComparison | Callable[[], MachineComparison | None] | None = None,
              confirm_rounds: int = CONFIRM_ROUNDS) -> GateOutcome:
     """Compare a fresh measurement of the locked winner with the lock.
 
@@ -129,7 +130,9 @@ def run_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measurement: Me
     suspected regression is measured again ``confirm_rounds`` times and
     fails only when those fresh samples alone are slower too. ``machine``
     (this machine's probes against the lock's) turns a "slower" verdict into
-    ``incomparable`` when the machines differ beyond the tolerance. With
+    ``incomparable`` when the machines differ beyond the tolerance; given as a
+    callable, it is asked only then (probing the machine takes about a
+    second, wasted on the usual passing run). With
     ``measure_runner_up`` the recorded runners-up are re-timed too, and any
     that now beats the winner significantly marks the lock stale.
     """
@@ -137,7 +140,7 @@ def run_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measurement: Me
         return _broken(kernel, nodeid, entry, measurement)
     new_samples: Sequence[float] = _samples(measurement)
     cmp = compare_samples(entry["samples"], new_samples, tolerance * 100.0, alpha)
-    outcome = GateOutcome("pass", cmp, measurement, absolute=cmp, machine=machine)
+    outcome = GateOutcome("pass", cmp, measurement, absolute=cmp)
     if cmp.slower and remeasure is not None and confirm_rounds > 0:
         fresh: list[float] = []
         for _ in range(confirm_rounds):
@@ -150,7 +153,10 @@ def run_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measurement: Me
             outcome.notes.append(f"a suspected regression ({cmp.change_pct:+.1f}%) did not persist in "
                                  f"{confirm_rounds} fresh rounds ({confirmed.change_pct:+.1f}%)")
             cmp = outcome.comparison = outcome.absolute = confirmed
-    if cmp.slower and machine is not None and not machine.comparable:
+    if cmp.slower and callable(machine):
+        machine = machine()
+    outcome.machine = machine if isinstance(machine, MachineComparison) else None
+    if cmp.slower and isinstance(machine, MachineComparison) and not machine.comparable:
         # Only a verdict of "slower" is withheld: a pass or "faster" on another machine says as much as
         # it says on the lock's (bench_gate_robust: this VM's bandwidth probe alone varies by -20..+38 %).
         outcome.verdict = "incomparable"
