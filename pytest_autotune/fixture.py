@@ -35,6 +35,7 @@ from .probes import compare_machines, probes_for
 from .retune import RetuneDecision, decide
 from .runners import make_runner
 from .runners.errors import BackendUnavailable, SpecError
+from .runners.isolation import sharing_one_cpu
 from .scratch import ScratchCache, fingerprint
 from .session import SessionState
 from .space import SearchSpaceError
@@ -397,7 +398,7 @@ class Autotune:
             kept.setdefault("outputs", m.extra.get("outputs"))
             return m
 
-        outcome = self._ab_gate(k, entry, path, measure_current) if "source" in check.changed else None
+        outcome = self._ab_gate(k, entry, path, runner, measure_current) if "source" in check.changed else None
         if outcome is None:
             def machine() -> Any:  # probed only when a "slower" verdict needs it
                 return compare_machines(entry.get("machine"), probes_for(runner.device().kind), s.tolerance)
@@ -434,8 +435,8 @@ class Autotune:
         return KernelResult(label, "gate", self._in_declared_order(params), stats, kept.get("outputs"), None,
                             outcome, dict(entry))
 
-    def _ab_gate(self, k: _Kernel, entry: Mapping[str, Any], path: Path, measure_current: Callable[[], Any]
-                 ) -> GateOutcome | None:
+    def _ab_gate(self, k: _Kernel, entry: Mapping[str, Any], path: Path, runner: Any,
+                 measure_current: Callable[[], Any]) -> GateOutcome | None:
         """The edited source against the locked one, side by side; ``None`` when that cannot be done
         (a callable or recording, an entry without a stored source, a locked source that no longer builds)."""
         __tracebackhide__ = True
@@ -445,8 +446,9 @@ class Autotune:
         locked_runner = k.make_locked_runner(code, entry)  # type: ignore[misc]
         try:
             params = dict(entry["params"])
-            return run_ab_gate(k.label, self.item.nodeid, entry, lambda: locked_runner.evaluate(params),
-                               measure_current, self.settings.tolerance, self.settings.alpha)
+            with sharing_one_cpu(locked_runner, runner):
+                return run_ab_gate(k.label, self.item.nodeid, entry, lambda: locked_runner.evaluate(params),
+                                   measure_current, self.settings.tolerance, self.settings.alpha)
         except LockedSourceUnusable as exc:
             self.state.say(f"autotune {self.item.nodeid}::{k.label}: the locked source no longer runs here ({exc}); "
                            "comparing with the locked samples instead")

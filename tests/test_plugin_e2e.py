@@ -1084,7 +1084,7 @@ def test_source_edits_are_gated_side_by_side_with_the_locked_source(project: pyt
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "*autotune regression: kernel 'swork' in test_swork.py::test_swork got slower with the source edit",
-        "*A/B on this machine at the locked params, 3 interleaved rounds: locked source * ms (n=*)  ->  "
+        "*A/B on this machine at the locked params, 3 interleaved rounds, slower in each of 3 blocks (the weakest shown): locked source * ms (n=*)  ->  "
         "current source * ms (n=*): +*%",
         "*against the lock's samples: *%*"])
     assert the_lockfile(project)[1] == lock  # the gate never writes
