@@ -14,7 +14,8 @@ machine other than the lock's). Per round and condition:
 
 * unchanged kernel: ``today`` = fresh samples against the locked ones (one measurement, the gate before
   this change); ``robust`` = the same measurement, re-measured in fresh rounds before a failure, and
-  "incomparable" when this session's probes differ from the lock's beyond the tolerance;
+  "incomparable" when this session's probes differ from the lock's beyond the tolerance, or when the
+  lock's runner-up (recorded in the lock session), timed beside the winner now, slowed alike;
 * slower edit (synthetic kernels): ``today`` = the edited kernel's samples against the locked ones;
   ``robust`` = A/B, locked source against edited source in interleaved rounds on this machine.
 
@@ -74,8 +75,8 @@ def example_specs() -> dict[str, tuple[KernelSpec, dict[str, Any]]]:
     stencil = KernelSpec(kernel_path("stencil.c"), "stencil", (512, 512),
                          [out, tmp, grid, np.int32(512), np.int32(512), np.int32(4)],
                          expected=[stencil_reference(grid, 4), None, None, None, None, None], rtol=1e-5, atol=1e-5)
-    return {"matmul": (matmul, lock["tests/test_cpu_kernels.py::test_blocked_matmul::matmul"]["params"]),
-            "stencil": (stencil, lock["tests/test_cpu_kernels.py::test_stencil_square_and_wide::stencil_square"]["params"])}
+    return {"matmul": (matmul, lock["tests/test_cpu_kernels.py::test_blocked_matmul::matmul"]),
+            "stencil": (stencil, lock["tests/test_cpu_kernels.py::test_stencil_square_and_wide::stencil_square"])}
 
 
 def synthetic_spec(name: str, reps: int) -> KernelSpec:
@@ -128,11 +129,15 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
 
     kernels: dict[str, tuple[KernelSpec, dict[str, Any]]] = {}
+    runner_up: dict[str, dict[str, Any]] = {}  # the configuration the robust gate times beside the winner
     for name in chosen:
         if name in SYNTHETIC_SIZES:
             kernels[name] = (synthetic_spec(name, SYNTHETIC_SIZES[name][1]), {"UNROLL": 1})
-    examples = example_specs()
-    kernels.update({k: v for k, v in examples.items() if k in chosen})
+            runner_up[name] = {"UNROLL": 2}
+    for name, (spec, entry) in example_specs().items():
+        if name in chosen:
+            kernels[name] = (spec, entry["params"])
+            runner_up[name] = entry["runners_up"][0]["params"]
 
     # The lock: quiet machine, one session (probes and samples side by side).
     lock_probes = measure_cpu_probes()
@@ -140,7 +145,10 @@ def main(argv: list[str] | None = None) -> int:
     for name, (spec, params) in kernels.items():
         m = measure(spec, params)()
         assert m.ok, (name, m.failure, m.detail[:500])
-        entries[name] = {"params": params, "samples": list(m.samples), "stats": {"median": float(np.median(m.samples))}}
+        up = measure(spec, runner_up[name])()
+        assert up.ok, (name, up.failure, up.detail[:500])
+        entries[name] = {"params": params, "samples": list(m.samples), "stats": {"median": float(np.median(m.samples))},
+                         "runners_up": [{"params": runner_up[name], "samples": list(up.samples)}]}
         print(f"locked {name}: {params}  median {entries[name]['stats']['median']:.4g} ms  n={len(m.samples)}")
     print(f"lock probes: {lock_probes}")
 
@@ -160,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
                     m = fresh()
                     today = run_gate(name, "bench", entries[name], m, args.tolerance, args.alpha)
                     robust = run_gate(name, "bench", entries[name], m, args.tolerance, args.alpha, remeasure=fresh,
-                                      machine=machine)
+                                      machine=machine, reference=lambda p, spec=spec: measure(spec, p)())
                     results[(name, "unchanged", condition, "today")].append(today.verdict)
                     results[(name, "unchanged", condition, "robust")].append(robust.verdict)
                     if name not in SYNTHETIC_SIZES or i >= args.edit_runs:

@@ -404,8 +404,12 @@ class Autotune:
                 return compare_machines(entry.get("machine"), probes_for(runner.device().kind), s.tolerance)
 
             rival = (lambda p: runner.evaluate(p)) if opts.ranking else None
+            # A runner-up can tell "slower conditions" from "slower kernel" only when nothing the kernel's
+            # speed depends on changed: source and options, and the toolchain that builds and runs it.
+            same_stack = "source" not in check.changed and _same_versions(entry, runner.device().versions)
             outcome = run_gate(label, self.item.nodeid, entry, measure_current(), s.tolerance, s.alpha, rival,
-                               remeasure=measure_current, machine=machine)
+                               remeasure=measure_current, machine=machine,
+                               reference=(lambda p: runner.evaluate(p)) if same_stack else None)
         cmp = outcome.comparison
         status = {"pass": "pass", "faster": "faster", "slower": "REGRESSION", "broken": "BROKEN",
                   "incomparable": "incomparable"}[outcome.verdict]
@@ -459,6 +463,15 @@ class Autotune:
     def _row(self, kernel: str, mode: str, status: str, **fields: Any) -> None:
         row = {"test": self.item.nodeid, "kernel": kernel, "mode": mode, "status": status, **fields}
         self.item.user_properties.append(("autotune", row))
+
+
+def _same_versions(entry: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
+    """The toolchain recorded with the entry (compiler, runtime, driver...) is the one here.
+
+    The operating system counts as part of the machine (what the runner-up reference absorbs), not of
+    the toolchain."""
+    recorded = {k: v for k, v in (entry.get("versions") or {}).items() if k not in ("pytest_autotune", "os")}
+    return bool(recorded) and all(current.get(k) == v for k, v in recorded.items())
 
 
 def _winner_record(result: TuneResult) -> Any:

@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
+import numpy as np
+
 from .measure import Comparison, compare_samples
 from .probes import MachineComparison
 from .results import Measurement
@@ -130,7 +132,8 @@ def run_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measurement: Me
              alpha: float, measure_runner_up: Callable[[Mapping[str, Any]], Measurement] | None = None, *,
              remeasure: Measure | None = None,
              machine: MachineComparison | Callable[[], MachineComparison | None] | None = None,
-             confirm_rounds: int = CONFIRM_ROUNDS, pause_s: float = CONFIRM_PAUSE_S) -> GateOutcome:
+             confirm_rounds: int = CONFIRM_ROUNDS, pause_s: float = CONFIRM_PAUSE_S,
+             reference: Callable[[Mapping[str, Any]], Measurement] | None = None) -> GateOutcome:
     """Compare a fresh measurement of the locked winner with the lock.
 
     ``tolerance`` is a fraction (0.10 = 10 %). With ``remeasure``, a
@@ -140,7 +143,11 @@ def run_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measurement: Me
     (this machine's probes against the lock's) turns a "slower" verdict into
     ``incomparable`` when the machines differ beyond the tolerance; given as a
     callable, it is asked only then (probing the machine takes about a
-    second, wasted on the usual passing run). With
+    second, wasted on the usual passing run). ``reference`` measures the
+    lock's first runner-up on this machine: given only when nothing the
+    kernel's speed depends on changed since the lock (source, options,
+    problem, toolchain versions), it turns a slowdown that the runner-up
+    shares into ``incomparable`` (:func:`shared_slowdown`). With
     ``measure_runner_up`` the recorded runners-up are re-timed too, and any
     that now beats the winner significantly marks the lock stale.
     """
@@ -166,15 +173,23 @@ def run_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measurement: Me
     if cmp.slower and callable(machine):
         machine = machine()
     outcome.machine = machine if isinstance(machine, MachineComparison) else None
+    shared = None
+    if cmp.slower and not (isinstance(machine, MachineComparison) and not machine.comparable) \
+            and reference is not None and remeasure is not None:
+        shared = shared_slowdown(entry, remeasure, reference, tolerance, alpha, pause_s)
     if cmp.slower and isinstance(machine, MachineComparison) and not machine.comparable:
         # Only a verdict of "slower" is withheld: a pass or "faster" on another machine says as much as
         # it says on the lock's (bench_gate_robust: this VM's bandwidth probe alone varies by -20..+38 %).
         outcome.verdict = "incomparable"
-        outcome.message = (f"autotune: kernel {kernel!r} in {nodeid} not comparable with its lock: "
-                           f"{machine.describe()} (probes {_fmt_changes(machine)}); against the locked samples "
-                           f"{cmp.change_pct:+.1f}%, which says nothing about the kernel here. Gate on a machine "
-                           "like the lock's, or add a lockfile for this one (the pytest_autotune_lockfile_name hook)")
+        outcome.message = _incomparable_message(kernel, nodeid, cmp, f"{machine.describe()} (probes "
+                                                f"{_fmt_changes(machine)})")
+    elif cmp.slower and shared is not None and shared.shared:
+        outcome.verdict = "incomparable"
+        outcome.message = _incomparable_message(kernel, nodeid, cmp, shared.describe())
+        outcome.notes.append(shared.describe())
     elif cmp.slower:
+        if shared is not None:
+            outcome.notes.append(shared.describe())
         outcome.verdict = "slower"
         outcome.message = regression_message(kernel, nodeid, entry, cmp)
     elif cmp.faster:
@@ -191,6 +206,62 @@ def run_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measurement: Me
                 outcome.stale_ranking.append({"params": dict(up["params"]), "median": rival.new_median,
                                               "change_pct": rival.change_pct, "p_value": rival.p_value})
     return outcome
+
+
+def _incomparable_message(kernel: str, nodeid: str, cmp: Comparison, why: str) -> str:
+    return (f"autotune: kernel {kernel!r} in {nodeid} not comparable with its lock: {why}; against the locked "
+            f"samples {cmp.change_pct:+.1f}%, which says nothing about the kernel here. Gate on a machine like the "
+            "lock's, or add a lockfile for this one (the pytest_autotune_lockfile_name hook)")
+
+
+@dataclass(frozen=True)
+class SharedSlowdown:
+    """The locked winner and its runner-up, timed side by side now, against their ratio in the lock."""
+
+    winner_pct: float  # the winner now against its locked samples
+    runner_up_pct: float  # the runner-up now against its locked samples
+    relative_pct: float  # the winner's time relative to the runner-up's, now against then
+    tolerance_pct: float
+
+    @property
+    def shared(self) -> bool:
+        """Both slowed alike: the conditions (machine, load), not this configuration."""
+        return self.relative_pct <= self.tolerance_pct
+
+    def describe(self) -> str:
+        if self.shared:
+            return (f"the runner-up is slower here too ({self.runner_up_pct:+.0f}%, the winner "
+                    f"{self.winner_pct:+.0f}%, timed side by side): this machine or its load, not the kernel")
+        return (f"the winner slowed relative to its runner-up ({self.relative_pct:+.0f}%; runner-up "
+                f"{self.runner_up_pct:+.0f}%, winner {self.winner_pct:+.0f}%, timed side by side)")
+
+
+def shared_slowdown(entry: Mapping[str, Any], measure_winner: Measure,
+                    measure_params: Callable[[Mapping[str, Any]], Measurement],
+                    tolerance: float, alpha: float, pause_s: float = CONFIRM_PAUSE_S) -> SharedSlowdown | None:
+    """Is a slowdown of an unchanged kernel shared by its runner-up? ``None`` when it cannot be told.
+
+    With nothing the kernel depends on changed since the lock, a slower winner means slower conditions
+    (another machine, a neighbour on the memory bus) unless the winner slowed *relative to* another
+    configuration of the same kernel measured in the same session. The lock keeps the runner-up's
+    samples from the tuning session; timing both now, interleaved in one worker, compares like with
+    like. (A toolchain update can slow every configuration alike: the caller passes a reference only
+    when the recorded versions are unchanged.)
+    """
+    ups = [u for u in entry.get("runners_up") or [] if u.get("samples")]
+    if not ups or not entry.get("samples"):
+        return None
+    time.sleep(pause_s)
+    up = dict(ups[0]["params"])
+    w, r, failed_w, failed_r = interleaved(measure_winner, lambda: measure_params(up), AB_ROUNDS)
+    if failed_w is not None or failed_r is not None or not w or not r:
+        return None
+    med = lambda xs: float(np.median(faster_half(xs)))  # noqa: E731
+    w_now, r_now = med(w), med(r)
+    w_then, r_then = med(entry["samples"]), med(ups[0]["samples"])
+    relative = (w_now / r_now) / (w_then / r_then) - 1.0
+    return SharedSlowdown((w_now / w_then - 1) * 100.0, (r_now / r_then - 1) * 100.0, relative * 100.0,
+                          tolerance * 100.0)
 
 
 def _fmt_changes(machine: MachineComparison) -> str:

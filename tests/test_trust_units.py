@@ -244,6 +244,25 @@ def test_a_suspected_regression_must_persist_in_fresh_rounds() -> None:
     assert real.verdict == "slower" and "+50.0%" in real.message
 
 
+def test_a_slowdown_the_runner_up_shares_is_the_conditions_not_the_kernel() -> None:
+    # the lock: winner 1.0 ms, runner-up 1.2 ms, measured in the same tuning session
+    entry = {**LOCKED, "runners_up": [{"params": {"B": 4}, "samples": _m(1.2).samples}]}
+    both = {2: 1.4, 4: 1.68}  # a neighbour on the memory bus: both 40 % slower
+    out = run_gate("k", "t.py::t", entry, _m(1.4), 0.1, 0.01, remeasure=_sequence(*[1.4] * 6), pause_s=0,
+                   reference=lambda p: _m(both[p["B"]]))
+    assert out.verdict == "incomparable" and not out.failed
+    assert "the runner-up is slower here too (+40%, the winner +40%" in out.message
+    # the winner alone slowed (the runner-up did not): a regression of this configuration
+    alone = {2: 1.4, 4: 1.2}
+    out = run_gate("k", "t.py::t", entry, _m(1.4), 0.1, 0.01, remeasure=_sequence(*[1.4] * 6), pause_s=0,
+                   reference=lambda p: _m(alone[p["B"]]))
+    assert out.verdict == "slower" and "the winner slowed relative to its runner-up (+40%" in out.notes[-1]
+    # without a runner-up in the lock (or without a reference: a toolchain changed) nothing is excused
+    out = run_gate("k", "t.py::t", LOCKED, _m(1.4), 0.1, 0.01, remeasure=_sequence(*[1.4] * 6), pause_s=0,
+                   reference=lambda p: _m(both[p["B"]]))
+    assert out.verdict == "slower"
+
+
 def test_a_machine_unlike_the_locks_is_not_comparable() -> None:
     locked = {"probe": "p1", "bandwidth_gbs": 20.0, "compute_gflops": 10.0}
     slower_machine = compare_machines(locked, {"probe": "p1", "bandwidth_gbs": 13.8, "compute_gflops": 10.2}, 0.1)
