@@ -1,0 +1,264 @@
+"""Compile ahead: compile workers build the next candidates while the device stage times the current one.
+
+A source runner's evaluation has a CPU-only half (render the source, run the
+compiler, read the compiler's resource report, check static limits) and a
+device half (load, verify, time). A runner that can split them offers a
+:class:`CompileStage`; a :class:`CompilePool` runs that stage for the
+configurations the search has proposed but not yet measured (the evaluator's
+``prefetch`` hook), on ``workers`` threads. Each thread mostly waits, on a
+compiler process (gcc, g++) or inside a library call that releases the GIL
+(NVRTC), so threads are enough and nothing of the caller's is re-imported.
+
+What the stage produces, a :class:`CompiledArtefact`, goes to the device
+stage: the path of a shared library or cubin to load, or, when the
+configuration cannot work, the failure exactly as the device stage would have
+recorded it (same :class:`~pytest_autotune.results.FailureKind`, same
+message): compile failures and static resource rejections never reach the
+device.
+
+On a CPU runner the compilers share the cores with the kernel being timed.
+:class:`CompilerProcesses` starts every compiler in its own process group so
+the device stage can stop them all (``SIGSTOP``) for the length of a timed
+window and let them go on (``SIGCONT``) afterwards; no compiler starts while
+a window is open.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
+
+from ..results import FailureKind, Measurement
+
+
+def default_compile_workers() -> int:
+    """CPU cores this process may use, minus one for the device stage; at least 1."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    return max(1, cores - 1)
+
+
+def config_key(params: Mapping[str, Any]) -> str:
+    """A hashable, order-independent name of a configuration (the same as the tuner's ``params_key``)."""
+    return repr(sorted((str(k), repr(v)) for k, v in params.items()))
+
+
+@dataclass
+class CompiledArtefact:
+    """The compile stage's outcome for one configuration, handed to the device stage.
+
+    ``ok``: ``path`` is the compiled artefact (a ``.so``, a cubin) and
+    ``symbol`` what to look up in it. Otherwise ``failure``/``detail`` are what
+    the device stage would have recorded, and the device never sees it.
+    ``extra`` holds what the device stage's measurement would carry about the
+    compile (kernel name, source hash, launch geometry, cache hit).
+    """
+
+    ok: bool
+    path: str | None = None
+    symbol: str | None = None
+    failure: FailureKind | None = None
+    detail: str = ""
+    seconds: float = 0.0  # time in the compiler
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def failed_measurement(self, params: Mapping[str, Any]) -> Measurement:
+        """The failed :class:`Measurement` the device stage would have returned."""
+        assert self.failure is not None
+        timings = {"total_s": self.seconds}
+        if self.failure is not FailureKind.INVALID:
+            timings["compile_s"] = self.seconds
+        measurement = Measurement.failed(dict(params), self.failure, self.detail, **timings)
+        measurement.extra.update(self.extra)
+        return measurement
+
+
+class CompileStage(Protocol):
+    """The CPU-only half of a source runner's evaluation; safe to call from several threads at once."""
+
+    pause_while_timing: bool  # True on CPU runners: compilers stop while a kernel is timed
+
+    def compile(self, params: Mapping[str, Any], processes: "CompilerProcesses") -> CompiledArtefact: ...
+
+
+class CompilerProcesses:
+    """Compiler processes started by the pool, which a timed window can stop and let go on.
+
+    Each compiler starts in a new process group (``start_new_session``), so
+    stopping the group stops the driver and what it runs (``cc1``, ``as``,
+    ``ld``). While paused, no compiler starts. A compiler's time-out counts
+    wall time, stopped time included.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._groups: set[int] = set()
+        self._pauses = 0
+        self._closed = False
+        self._unpaused = threading.Event()
+        self._unpaused.set()
+
+    def run(self, cmd: Sequence[str], timeout: float) -> subprocess.CompletedProcess:
+        """``subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)``, pausable."""
+        while True:
+            self._unpaused.wait()
+            with self._lock:
+                if self._closed:
+                    raise RuntimeError("the compile pool is closed")
+                if self._pauses == 0:
+                    proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                            stdin=subprocess.DEVNULL, start_new_session=True)
+                    self._groups.add(proc.pid)
+                    break
+        try:
+            try:
+                out, err = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self._signal(proc.pid, signal.SIGKILL)
+                proc.communicate()
+                raise
+        finally:
+            with self._lock:
+                self._groups.discard(proc.pid)
+        return subprocess.CompletedProcess(list(cmd), proc.returncode, out, err)
+
+    @staticmethod
+    def _signal(group: int, sig: int) -> None:
+        try:
+            os.killpg(group, sig)
+        except (ProcessLookupError, PermissionError):
+            pass  # finished in the meantime
+
+    @property
+    def paused(self) -> bool:
+        return self._pauses > 0
+
+    @property
+    def running(self) -> int:
+        """Compiler process groups alive now."""
+        with self._lock:
+            return len(self._groups)
+
+    def pause(self) -> None:
+        """Stop every running compiler and start no new one until :meth:`resume`."""
+        with self._lock:
+            self._pauses += 1
+            self._unpaused.clear()
+            for group in self._groups:
+                self._signal(group, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        with self._lock:
+            self._pauses = max(0, self._pauses - 1)
+            if self._pauses:
+                return
+            for group in self._groups:
+                self._signal(group, signal.SIGCONT)
+            self._unpaused.set()
+
+    @contextlib.contextmanager
+    def paused_window(self) -> Iterator[None]:
+        self.pause()
+        try:
+            yield
+        finally:
+            self.resume()
+
+    def close(self) -> None:
+        """Kill every running compiler; later :meth:`run` calls raise."""
+        with self._lock:
+            self._closed = True
+            for group in self._groups:
+                self._signal(group, signal.SIGKILL)
+            self._pauses = 0
+            self._unpaused.set()
+
+
+class CompilePool:
+    """Compile workers for one runner: :meth:`submit` configurations ahead, :meth:`take` their artefacts.
+
+    ``take`` of a configuration never submitted (a re-timing, a gate run)
+    returns None and the device stage compiles it itself, as without a pool.
+    So does a compile stage that raised (a parameter value that cannot be
+    written into source): the device stage then raises the same error.
+    """
+
+    def __init__(self, stage: CompileStage, workers: int) -> None:
+        if workers < 1:
+            raise ValueError(f"a compile pool needs at least 1 worker, got {workers}")
+        self.stage = stage
+        self.workers = workers
+        self.processes = CompilerProcesses()
+        self._threads = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="autotune-compile")
+        self._jobs: dict[str, Future] = {}
+        self._lock = threading.Lock()
+        self.compiled = 0  # artefacts handed to the device stage
+        self.rejected = 0  # failures that never reached the device
+
+    def submit(self, configurations: Sequence[Mapping[str, Any]]) -> None:
+        """Start compiling ``configurations`` (already submitted ones are skipped)."""
+        with self._lock:
+            for params in configurations:
+                key = config_key(params)
+                if key not in self._jobs:
+                    self._jobs[key] = self._threads.submit(self._compile, dict(params))
+
+    def _compile(self, params: dict[str, Any]) -> CompiledArtefact | None:
+        try:
+            return self.stage.compile(params, self.processes)
+        except Exception:
+            return None  # the device stage compiles it and raises (or records) what went wrong
+
+    def pending(self, params: Mapping[str, Any]) -> bool:
+        """Whether ``params`` was submitted and not taken yet."""
+        with self._lock:
+            return config_key(params) in self._jobs
+
+    def take(self, params: Mapping[str, Any]) -> CompiledArtefact | None:
+        """The artefact of a submitted configuration (waiting for its compile), else None."""
+        with self._lock:
+            job = self._jobs.pop(config_key(params), None)
+        if job is None:
+            return None
+        artefact = job.result()
+        if artefact is not None:
+            if artefact.ok:
+                self.compiled += 1
+            else:
+                self.rejected += 1
+        return artefact
+
+    def timing_window(self) -> contextlib.AbstractContextManager[None]:
+        """Context for the device stage's timed runs: compilers stopped when the stage asks for it."""
+        return self.processes.paused_window() if self.stage.pause_while_timing else contextlib.nullcontext()
+
+    def close(self) -> None:
+        self.processes.close()
+        self._threads.shutdown(wait=True, cancel_futures=True)
+        with self._lock:
+            self._jobs.clear()
+
+
+@contextlib.contextmanager
+def compile_ahead(runner: Any, workers: int | None) -> Iterator[Callable[[list[dict[str, Any]]], None] | None]:
+    """The evaluator's ``prefetch`` hook for ``runner`` with ``workers`` compile workers, or None.
+
+    None (compile inline, as without a pool) when ``workers`` is None or 1,
+    or when the runner has no separate compile stage. The pool is closed on
+    exit; the runner keeps working without it.
+    """
+    start = getattr(runner, "start_compile_ahead", None)
+    if workers is None or workers <= 1 or start is None or not start(workers):
+        yield None
+        return
+    try:
+        yield runner.prefetch
+    finally:
+        runner.stop_compile_ahead()
