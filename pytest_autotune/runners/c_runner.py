@@ -208,7 +208,7 @@ class CExecutor(CompiledKernelExecutor):
         self._count(hit)
         return self._open(library)
 
-    def load(self, artefact: Any) -> Any:
+    def load(self, artefact: Any, source: str, name: str) -> Any:
         self._count(bool(artefact.extra.get("cache_hit")))
         return self._open(Path(artefact.path))
 

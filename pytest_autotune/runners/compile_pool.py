@@ -45,6 +45,20 @@ def default_compile_workers() -> int:
     return max(1, cores - 1)
 
 
+def parse_compile_workers(text: str | int) -> int:
+    """A ``--autotune-compile-workers`` value: a whole number >= 1, or ``auto`` (:func:`default_compile_workers`)."""
+    if isinstance(text, str) and text.strip().lower() in ("", "auto"):
+        return default_compile_workers()
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"expected a whole number of compile workers >= 1 (1 compiles inline, as without a pool) "
+                         f"or 'auto' (CPU cores minus one, here {default_compile_workers()}), got {text!r}")
+    return value
+
+
 def config_key(params: Mapping[str, Any]) -> str:
     """A hashable, order-independent name of a configuration (the same as the tuner's ``params_key``)."""
     return repr(sorted((str(k), repr(v)) for k, v in params.items()))
@@ -262,3 +276,17 @@ def compile_ahead(runner: Any, workers: int | None) -> Iterator[Callable[[list[d
         yield runner.prefetch
     finally:
         runner.stop_compile_ahead()
+
+
+def pipelined(prefetch: Callable[[list[dict[str, Any]]], None] | None, workers: int | None) -> dict[str, Any]:
+    """The evaluator's keyword arguments for compiling ahead: none without a pool (today's evaluator).
+
+    With ``workers`` compile workers the evaluator keeps ``workers + 1``
+    proposals pending: one on the device, and one compiling on each worker,
+    so no worker idles while the device measures. More would only make the
+    strategy propose further ahead of its results (speculation costs search
+    quality, ``benchmarks/bench_batch.py``) without compiling any sooner.
+    """
+    if prefetch is None or not workers:
+        return {}
+    return {"batch_size": workers + 1, "prefetch": prefetch}

@@ -123,8 +123,8 @@ class CompiledKernelExecutor(Executor):
     def compile(self, source: str, name: str) -> Any:
         """Compile ``source`` and return a handle to kernel ``name``; raise CompileFailed."""
 
-    def load(self, artefact: Any) -> Any:
-        """A handle to the kernel a compile pool built (a :class:`~.compile_pool.CompiledArtefact`);
+    def load(self, artefact: Any, source: str, name: str) -> Any:
+        """A handle to the kernel a compile pool built from ``source`` (a :class:`~.compile_pool.CompiledArtefact`);
         raise CompileFailed. Only runners that offer a compile stage implement it."""
         raise NotImplementedError(f"the {self.name} runner has no separate compile stage")
 
@@ -204,7 +204,7 @@ class CompiledKernelExecutor(Executor):
         self.heartbeat("compile")
         t = perf_counter()
         try:
-            kernel = self.compile(source, name) if artefact is None else self.load(artefact)
+            kernel = self.compile(source, name) if artefact is None else self.load(artefact, source, name)
         except CompileFailed as exc:
             timings["compile_s"] = perf_counter() - t
             return failed(FailureKind.COMPILE, exc.log, **extra)
