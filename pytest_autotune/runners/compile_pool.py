@@ -278,15 +278,29 @@ def compile_ahead(runner: Any, workers: int | None) -> Iterator[Callable[[list[d
         runner.stop_compile_ahead()
 
 
-def pipelined(prefetch: Callable[[list[dict[str, Any]]], None] | None, workers: int | None) -> dict[str, Any]:
-    """The evaluator's keyword arguments for compiling ahead: none without a pool (today's evaluator).
 
-    With ``workers`` compile workers the evaluator keeps ``workers + 1``
-    proposals pending: one on the device, and one compiling on each worker,
-    so no worker idles while the device measures. More would only make the
-    strategy propose further ahead of its results (speculation costs search
-    quality, ``benchmarks/bench_batch.py``) without compiling any sooner.
+Prefetch = Callable[[list[dict[str, Any]]], None]
+
+
+def pipelined(batch_size: int, prefetch: Prefetch | None, compiling: Prefetch | None,
+              workers: int | None) -> tuple[int, Prefetch | None]:
+    """The evaluator's ``batch_size`` and ``prefetch`` once a compile pool (``compiling``) runs.
+
+    With ``workers`` compile workers the evaluator keeps at least
+    ``workers + 1`` proposals pending: one on the device and one compiling on
+    each worker, so no worker idles while the device measures. More would
+    only make the strategy propose further ahead of its results (speculation
+    costs search quality, ``benchmarks/bench_batch.py``) without compiling
+    anything sooner. Without a pool both stay as given.
     """
-    if prefetch is None or not workers:
-        return {}
-    return {"batch_size": workers + 1, "prefetch": prefetch}
+    if compiling is None or not workers:
+        return batch_size, prefetch
+    if prefetch is None:
+        return max(batch_size, workers + 1), compiling
+    caller = prefetch
+
+    def both(configurations: list[dict[str, Any]]) -> None:
+        compiling(configurations)
+        caller(configurations)
+
+    return max(batch_size, workers + 1), both
