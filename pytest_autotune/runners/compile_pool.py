@@ -29,6 +29,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
@@ -102,6 +103,40 @@ class CompileStage(Protocol):
     def compile(self, params: Mapping[str, Any], processes: "CompilerProcesses") -> CompiledArtefact: ...
 
 
+STOP_WAIT_S = 0.5  # longest wait for a compiler to stop
+# Stopped, traced, zombie, dead; and D (uninterruptible I/O): off the CPU, and it stops on leaving the
+# kernel, since the stop signal is already pending.
+_STOPPED_STATES = frozenset("TtZXD")
+
+
+def _process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (Linux ``/proc/<pid>/task/<tid>/children``; just ``pid`` elsewhere)."""
+    tree, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        tree.append(current)
+        try:
+            tasks = os.listdir(f"/proc/{current}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{current}/task/{task}/children") as handle:
+                    todo.extend(int(child) for child in handle.read().split())
+            except (OSError, ValueError):
+                pass
+    return tree
+
+
+def _stopped(pid: int) -> bool:
+    """Whether ``pid`` is held off the CPU (``/proc/<pid>/stat``; True when gone or where there is no /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] in _STOPPED_STATES
+    except (OSError, IndexError):
+        return True
+
+
 class CompilerProcesses:
     """Compiler processes started by the pool, which a timed window can stop and let go on.
 
@@ -161,12 +196,26 @@ class CompilerProcesses:
             return len(self._groups)
 
     def pause(self) -> None:
-        """Stop every running compiler and start no new one until :meth:`resume`."""
+        """Stop every running compiler and start no new one until :meth:`resume`.
+
+        Returns once every process of every compiler's group is stopped (a
+        signal is delivered asynchronously: a compiler running on another
+        core goes on for a moment after ``kill`` returns), or after
+        ``STOP_WAIT_S`` for one stuck in uninterruptible I/O.
+        """
         with self._lock:
             self._pauses += 1
             self._unpaused.clear()
             for group in self._groups:
                 self._signal(group, signal.SIGSTOP)
+            deadline = time.monotonic() + STOP_WAIT_S
+            while self._groups and time.monotonic() < deadline:
+                running = [pid for group in self._groups for pid in _process_tree(group) if not _stopped(pid)]
+                if not running:
+                    break
+                for group in self._groups:  # again: reaches a child forked after the first signal
+                    self._signal(group, signal.SIGSTOP)
+                time.sleep(0.0002)
 
     def resume(self) -> None:
         with self._lock:
