@@ -268,8 +268,10 @@ def test_isolated_worker_pauses_compilers_during_every_timed_window(c_cache: Pat
         pool.processes.paused_window = window
         runner.prefetch(configs)
         results = [runner.evaluate(p) for p in configs]
+        results.append(runner.evaluate({"MODE": 0, "UNROLL": 16}))  # not compiled ahead: inline, paused too
     assert all(m.ok for m in results), [m.detail for m in results]
-    assert len(windows) == len(configs)  # one window per timed configuration
+    assert "load_s" not in results[-1].timings
+    assert len(windows) == len(configs) + 1  # one window per timed configuration
     # stopped (T), exited (Z), or in uninterruptible I/O with the stop pending (D): none on a CPU
     assert all(state in ("T", "t", "Z", "D") for states in windows for state in states), windows
 
@@ -372,3 +374,68 @@ def test_nvrtc_stage_rejects_before_the_device_with_the_device_stage_messages(tm
     assert "40960 bytes static + 150000 bytes dynamic shared memory exceed" in smem.detail
     measurement = smem.failed_measurement({"block_size_x": 128})
     assert measurement.failure is FailureKind.RESOURCES and measurement.extra["block"] == [128, 1, 1]
+
+
+# -- the pytest flag ----------------------------------------------------------------------------------
+
+PROJECT_TEST = '''
+import numpy as np
+import pytest
+
+N = 1 << 12
+SOURCE = """
+void scale(float *out, const float *in, int n) {
+#if MODE == 2
+    int broken = undeclared_symbol + ;
+#endif
+    for (int i = 0; i < n; i += UNROLL)
+        for (int j = 0; j < UNROLL && i + j < n; j++)
+            out[i + j] = in[i + j] * 2.0f;
+}
+"""
+
+
+@pytest.mark.tune(params={"MODE": [0, 2], "UNROLL": [1, 2, 4, 8]}, strategy="brute_force",
+                  measure={"min_iterations": 3, "max_iterations": 3, "warmup": 0})
+def test_scale(autotune):
+    a = np.linspace(0, 1, N, dtype=np.float32)
+    result = autotune.kernel(SOURCE, "scale", N, [np.zeros(N, np.float32), a, np.int32(N)],
+                             expected=[a * 2, None, None], lang="c")
+    assert result.params["MODE"] == 0
+'''
+INNER = ("-p", "no:benchmark", "-p", "no:unraisableexception", "-p", "no:hypothesispytest", "-p", "no:cacheprovider")
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, c_cache: Path) -> pytest.Pytester:
+    pytester.makeini("[pytest]\n")
+    pytester.makepyfile(test_scale=PROJECT_TEST)
+    return pytester
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "many"])
+def test_a_bad_flag_value_is_a_usage_error_naming_the_flag(project: pytest.Pytester, value: str) -> None:
+    result = project.runpytest(*INNER, "--autotune", f"--autotune-compile-workers={value}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*--autotune-compile-workers={value}: expected a whole number of compile "
+                                 "workers >= 1*"])
+
+
+def test_a_bad_ini_value_is_a_usage_error_naming_the_ini_option(project: pytest.Pytester) -> None:
+    project.makeini("[pytest]\nautotune_compile_workers = zero\n")
+    result = project.runpytest(*INNER, "--autotune")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*ini option autotune_compile_workers=zero: expected a whole number*"])
+
+
+@needs_gcc
+def test_pytest_autotune_with_two_compile_workers_tunes_and_locks(project: pytest.Pytester) -> None:
+    report = project.path / "report.json"
+    result = project.runpytest(*INNER, "--autotune", "--autotune-compile-workers=2",
+                               f"--autotune-report={report}")
+    result.assert_outcomes(passed=1)
+    row = __import__("json").loads(report.read_text())["kernels"][0]
+    assert row["evaluations"] == 8 and row["failures"] == {"compile": 4}
+    assert row["params"]["MODE"] == 0
+    gate = project.runpytest(*INNER)  # plain pytest gates the lock written with the pool
+    gate.assert_outcomes(passed=1)

@@ -483,12 +483,12 @@ class HostedRunner:
     def _evaluate_compiled(self, params: Mapping[str, Any], keep_outputs: bool) -> Measurement:
         """Through the compile pool: a failed compile or static check never reaches the device stage."""
         pool = self._pool
-        artefact = pool.take(params) if pool is not None else None
-        if artefact is None:
-            return self._impl.evaluate(params, keep_outputs=keep_outputs)
-        if not artefact.ok:
+        assert pool is not None
+        artefact = pool.take(params)  # None: not compiled ahead (a seed, a re-timing): compiled inline
+        if artefact is not None and not artefact.ok:
             return artefact.failed_measurement(params)
-        window = pool.timing_window if pool.stage.pause_while_timing else None  # type: ignore[union-attr]
+        # every timed window pauses the pool's compilers, whoever compiled the kernel being timed
+        window = pool.timing_window if pool.stage.pause_while_timing else None
         if self.isolate:
             return self._impl.evaluate(params, keep_outputs=keep_outputs, artefact=artefact, timing_window=window)
         self._impl.timing_window = window or nullcontext
