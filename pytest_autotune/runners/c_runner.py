@@ -32,7 +32,7 @@ import numpy as np
 
 from ..measure import MeasureOptions
 from ..results import FailureKind
-from .compile_pool import CompiledArtefact, CompilerProcesses
+from .compile_pool import CompiledArtefact, CompilerProcesses, artefact_cache_dir
 from .device import DeviceInfo, compiler_version, cpu_constants, detect_cpu_device
 from .errors import BackendUnavailable, SpecError
 from .executor import CompileFailed, CompiledKernelExecutor
@@ -46,11 +46,7 @@ _MAX_LOG = 20000
 
 def default_cache_dir() -> Path:
     """``$PYTEST_AUTOTUNE_CACHE_DIR/c``, else ``$XDG_CACHE_HOME/pytest-autotune/c``, else ``~/.cache/...``."""
-    root = os.environ.get("PYTEST_AUTOTUNE_CACHE_DIR")
-    if root:
-        return Path(root) / "c"
-    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(xdg) / "pytest-autotune" / "c"
+    return artefact_cache_dir("c")
 
 
 CompilerRun = Callable[[Sequence[str], float], "subprocess.CompletedProcess[str]"]

@@ -32,9 +32,20 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
 
 from ..results import FailureKind, Measurement
+
+
+def artefact_cache_dir(kind: str) -> Path:
+    """Where compiled artefacts of ``kind`` ("c", "cubin") are cached: ``$PYTEST_AUTOTUNE_CACHE_DIR/<kind>``,
+    else ``$XDG_CACHE_HOME/pytest-autotune/<kind>``, else ``~/.cache/pytest-autotune/<kind>``."""
+    root = os.environ.get("PYTEST_AUTOTUNE_CACHE_DIR")
+    if root:
+        return Path(root) / kind
+    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(xdg) / "pytest-autotune" / kind
 
 
 def default_compile_workers() -> int:

@@ -33,14 +33,14 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from time import perf_counter
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
+from ..results import FailureKind
+from .compile_pool import CompiledArtefact, artefact_cache_dir
 from .cuda_arch import parse_arch
-from .errors import BackendUnavailable
-from .kernel import KernelSpec, instantiated_name, render_source
-
-if TYPE_CHECKING:
-    from .compile_pool import CompiledArtefact
+from .errors import BackendUnavailable, InvalidConfiguration
+from .executor import check_kernel_resources, check_launch_limits
+from .kernel import KernelSpec, instantiated_name, launch_geometry, render_source
 
 INSTALL_HINT = 'pip install "pytest-autotune[cuda]" (or cuda-bindings<13 nvidia-cuda-nvrtc-cu12)'
 
@@ -259,15 +259,6 @@ def compile_configuration(spec: KernelSpec, params: Mapping[str, Any], arch: int
 # -- the cupy runner's compile stage ------------------------------------------------------------------
 
 
-def default_cubin_dir() -> Path:
-    """``$PYTEST_AUTOTUNE_CACHE_DIR/cubin``, else ``$XDG_CACHE_HOME/pytest-autotune/cubin``, else ``~/.cache/...``."""
-    root = os.environ.get("PYTEST_AUTOTUNE_CACHE_DIR")
-    if root:
-        return Path(root) / "cubin"
-    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(xdg) / "pytest-autotune" / "cubin"
-
-
 class NvrtcCompileStage:
     """The cupy runner's compile stage: NVRTC to a cubin for the device's architecture, in the calling process.
 
@@ -291,7 +282,7 @@ class NvrtcCompileStage:
         self.arch = parse_arch(arch)
         self.limits = dict(limits)
         self.options = cupy_options(spec, self.arch)
-        self.cache_dir = Path(cache_dir) if cache_dir else default_cubin_dir()
+        self.cache_dir = Path(cache_dir) if cache_dir else artefact_cache_dir("cubin")
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         self.filename = spec.source_file.name if spec.source_file else "kernel.cu"
 
@@ -303,13 +294,7 @@ class NvrtcCompileStage:
             return None
         return cls(spec, arch, limits)
 
-    def compile(self, params: Mapping[str, Any], processes: Any = None) -> "CompiledArtefact":
-        from ..results import FailureKind
-        from .compile_pool import CompiledArtefact
-        from .errors import InvalidConfiguration
-        from .executor import check_kernel_resources, check_launch_limits
-        from .kernel import launch_geometry
-
+    def compile(self, params: Mapping[str, Any], processes: Any = None) -> CompiledArtefact:
         extra: dict[str, Any] = {}
         try:
             geometry = launch_geometry(self.spec, params)
