@@ -140,8 +140,9 @@ def _compile_workers(config: pytest.Config) -> int:
     raw, where = config.getoption("autotune_compile_workers"), "--autotune-compile-workers"
     if raw is None:
         raw, where = config.getini("autotune_compile_workers"), "ini option autotune_compile_workers"
+    sharing = int(getattr(config, "workerinput", {}).get("workercount", 1))  # pytest-xdist: cores are shared
     try:
-        return parse_compile_workers(raw)
+        return parse_compile_workers(raw, sharing)
     except ValueError as exc:
         raise pytest.UsageError(f"{where}={raw}: {exc}") from None
 

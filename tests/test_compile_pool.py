@@ -111,6 +111,7 @@ def instrumented(runner: Any, events: Events) -> None:
 def test_parse_compile_workers() -> None:
     assert parse_compile_workers("3") == 3
     assert parse_compile_workers("auto") == parse_compile_workers("") == default_compile_workers() >= 1
+    assert parse_compile_workers("auto", sharing=1000) == 1  # pytest-xdist workers share the cores
     for bad in ("0", "-2", "two", "1.5"):
         with pytest.raises(ValueError, match="whole number of compile workers >= 1"):
             parse_compile_workers(bad)
@@ -439,3 +440,22 @@ def test_pytest_autotune_with_two_compile_workers_tunes_and_locks(project: pytes
     assert row["params"]["MODE"] == 0
     gate = project.runpytest(*INNER)  # plain pytest gates the lock written with the pool
     gate.assert_outcomes(passed=1)
+
+
+@pytest.mark.gpu
+def test_gpu_cupy_runner_loads_the_cubins_the_pool_compiled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a real GPU: the device stage loads every cubin NVRTC built ahead, and the results verify."""
+    monkeypatch.setenv("PYTEST_AUTOTUNE_CACHE_DIR", str(tmp_path))
+    n = 1 << 16
+    a, b = np.random.rand(n).astype(np.float32), np.random.rand(n).astype(np.float32)
+    source = ("template <int BS> __global__ void vadd(float *c, const float *a, const float *b, int n) {\n"
+              "    int i = blockIdx.x * BS + threadIdx.x;\n    if (i < n) c[i] = a[i] + b[i];\n}\n")
+    spec = KernelSpec(source, "vadd<block_size_x>", n, [np.zeros(n, np.float32), a, b, np.int32(n)],
+                      expected=[a + b, None, None, None], lang="cuda")
+    with make_runner(spec, runner="cupy", measure=FAST) as runner:
+        result = tune(runner, {"block_size_x": [32, 64, 128, 256, 512, 1024, 2048]}, strategy="brute_force",
+                      compile_workers=2, confirm_rounds=0)
+    records = result.history.records
+    assert all("load_s" in r.measurement.timings for r in records if r.measurement.ok)
+    too_big = next(r for r in records if r.params["block_size_x"] == 2048)
+    assert too_big.measurement.failure is FailureKind.INVALID  # decided by the compile stage, before the device

@@ -48,19 +48,20 @@ def artefact_cache_dir(kind: str) -> Path:
     return Path(xdg) / "pytest-autotune" / kind
 
 
-def default_compile_workers() -> int:
-    """CPU cores this process may use, minus one for the device stage; at least 1."""
+def default_compile_workers(sharing: int = 1) -> int:
+    """CPU cores this process may use, divided among ``sharing`` processes that tune at once (pytest-xdist
+    workers), minus one for the device stage; at least 1."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # pragma: no cover - not Linux
         cores = os.cpu_count() or 1
-    return max(1, cores - 1)
+    return max(1, cores // max(1, sharing) - 1)
 
 
-def parse_compile_workers(text: str | int) -> int:
+def parse_compile_workers(text: str | int, sharing: int = 1) -> int:
     """A ``--autotune-compile-workers`` value: a whole number >= 1, or ``auto`` (:func:`default_compile_workers`)."""
     if isinstance(text, str) and text.strip().lower() in ("", "auto"):
-        return default_compile_workers()
+        return default_compile_workers(sharing)
     try:
         value = int(str(text).strip())
     except ValueError:
