@@ -59,6 +59,9 @@ class _ContinuousStrategy(EvolutionaryStrategy):
         """Evaluate the initial population: its encoded positions and their fitness."""
         aware = bool(self.hp.constraint_aware)
         x = self.initial_positions(min(self.population_size(), len(self.space)), aware)
+        if self.batch_size > 1:  # the swarm goes out as one batch
+            values = yield from self.evaluate_all([self.candidate_at(xi, aware) for xi in x])
+            return x, np.array([self.fitness(v) for v in values])
         fit = np.empty(len(x))
         for i in range(len(x)):
             value = yield from self.evaluate_at(x[i], aware)
@@ -239,6 +242,43 @@ class Firefly(_ContinuousStrategy):
         beta = self.hp.B0 * np.exp(-self.hp.gamma * r2)
         return np.clip(xi + beta * (xj - xi) + self.hp.alpha * (self.rng.random(len(xi)) - 0.5), 0.0, 1.0)
 
+    def _generation_batch(self, x: np.ndarray, fit: np.ndarray, stuck: np.ndarray, n_free: int, aware: bool):
+        """One generation (``update="generation"``) as one batch: every firefly's move is computed from the
+        generation's start, so all can be evaluated together. False when the space is exhausted."""
+        hp, size = self.hp, len(x)
+        sweep_start = self.fresh
+        brightest = int(np.argmin(fit))
+        x0, f0 = x.copy(), fit.copy()
+        moves: list[tuple[int, np.ndarray]] = []
+        for i in range(size):
+            if i == brightest:
+                moves.append((i, np.clip(x[i] + hp.alpha * (self.rng.random(len(x[i])) - 0.5), 0.0, 1.0)))
+                continue
+            brighter = sorted((j for j in range(size) if f0[j] < f0[i]), key=lambda j: (-f0[j], j))
+            if brighter:
+                new = x0[i]
+                for j in brighter:
+                    new = self._attract(new, x0[j], n_free)
+                moves.append((i, new))
+        candidates = [self.candidate_at(new, aware) for _, new in moves]
+        fresh_flags = [not self.is_evaluated(c) for c in candidates]
+        restarts: dict[int, Candidate] = {}
+        for (i, new), value, is_new in zip(moves, (yield from self.evaluate_all(candidates)), fresh_flags):
+            f = self.fitness(value)
+            if i != brightest or f <= fit[i]:
+                x[i], fit[i] = new, f
+            stuck[i] = 0 if is_new else stuck[i] + 1
+            if stuck[i] >= hp.stall_moves and i != brightest:
+                restarts[i] = None  # type: ignore[assignment]
+        if self.fresh == sweep_start:  # nothing new this generation: re-seed all but the best
+            restarts = dict.fromkeys(k for k in range(size) if k != int(np.argmin(fit)))
+        fresh = self.fresh_candidates(len(restarts), aware) if restarts else []
+        if restarts and not fresh:
+            return False
+        for (i, c), value in zip(zip(restarts, fresh), (yield from self.evaluate_all(fresh))):
+            x[i], fit[i], stuck[i] = self.positions_of([c])[0], self.fitness(value), 0
+        return not self.exhausted()
+
     def search(self) -> SearchGenerator:
         self._init_state()
         hp = self.hp
@@ -250,6 +290,9 @@ class Firefly(_ContinuousStrategy):
         n_free = max(int(np.sum(self._sizes > 1)), 1)
         per_move = hp.update == "move"
 
+        while self.batch_size > 1 and not per_move:
+            if not (yield from self._generation_batch(x, fit, stuck, n_free, aware)):
+                return
         while True:
             sweep_start = self.fresh
             brightest = int(np.argmin(fit))
