@@ -257,3 +257,42 @@ def test_tune_passes_batch_size_and_prefetch_through() -> None:
     result = tune(_Runner(), {"x": list(range(8)), "y": list(range(8))}, strategy="random", budget=20, seed=0,
                   batch_size=4, prefetch=lambda params: calls.append(len(params)), keep_outputs=False)
     assert result.evaluations == 20 and max(calls) == 4
+
+
+def _truths(history) -> dict[int, float | None]:
+    return {r.row: r.value for r in history.records}
+
+
+def test_model_based_strategies_learn_the_truth_of_every_stand_in() -> None:
+    """Pending results are stood in for by a failure; the models must end up holding the measured values."""
+    space = sparse_space()
+    objective = bowl(space, fail=lambda v: v[3] == 5)
+
+    bayes = make_strategy("bayes", space, seed=3)
+    truth = _truths(Evaluator(space, objective, budget=70, batch_size=8).run(bayes))
+    assert sorted(bayes.failed_rows) == sorted(r for r, v in truth.items() if v is None and r in bayes.failed_rows)
+    assert all(truth[r] is None for r in bayes.failed_rows)
+    told = {r: v for r, v in truth.items() if v is not None}
+    # every valid value the GP learnt is the measured one, and nothing measured valid is left as a failure
+    assert bayes.observed_values and all(told[r] == v for r, v in bayes.observed_values.items())
+    learnt = set(bayes.observed_values) | set(bayes.failed_rows)
+    assert all(r in bayes.observed_values for r in learnt if truth.get(r) is not None)
+    assert bayes.failure_model.failures == len(bayes.failed_rows)
+
+    tpe = make_strategy("tpe", space, seed=3)
+    truth = _truths(Evaluator(space, objective, budget=70, batch_size=8).run(tpe))
+    for row, i in tpe._obs_of_row.items():
+        value = tpe._obs_value[i]
+        assert (truth[row] is None and np.isnan(value)) or value == truth[row]
+
+
+def test_auto_batches_its_model_phase_and_its_walk() -> None:
+    space = sparse_space()
+    strategy = make_strategy("auto", space, seed=0)
+    sizes: list[int] = []
+    history = Evaluator(space, bowl(space), budget=80, batch_size=8, prefetch=lambda p: sizes.append(len(p))).run(strategy)
+    assert len(history.records) == 80 and max(sizes) == 8
+    walk = strategy.delegate.phases[1]
+    for row, i in walk._model._obs_of_row.items():  # the guide saw the truths of the model phase's stand-ins
+        value = walk._model._obs_value[i]
+        assert (strategy.observed[row] is None and np.isnan(value)) or value == strategy.observed[row]
