@@ -6,7 +6,8 @@ Three parts, all on the example project's C kernels (``example_project/tests/tes
 blocked ``matmul``, budget 40, strategy auto; ``stencil`` on two grids, budget 30 each, genetic):
 
 1. **Wall time.** ``--repeats`` rounds; each round runs ``pytest --autotune=all`` once per worker count, in
-   alternating order (1, 2, then 2, 1, ...) so drifting machine load hits both alike. Every run starts
+   alternating order (1, 2, then 2, 1, ...) so drifting machine load hits both alike, with the round's
+   number as the strategies' seed (``--autotune-seed``), the same for both. Every run starts
    from an empty lock directory (a first tune: no incumbent, no warm start) and an empty compile cache
    (every configuration really compiles). The console's load average is recorded around each run.
 2. **Winners and the gate.** After each tune, plain ``pytest`` runs ``--gates`` times against the lock it
@@ -67,7 +68,7 @@ def pytest_run(project: Path, args: list[str], cache: Path) -> tuple[int, float]
     return proc.returncode, time.perf_counter() - start
 
 
-def tune_once(workers: int, gates: int) -> dict[str, Any]:
+def tune_once(workers: int, gates: int, seed: int) -> dict[str, Any]:
     """One ``pytest --autotune`` from scratch with ``workers`` compile workers, then ``gates`` plain runs."""
     with tempfile.TemporaryDirectory(prefix="bench-pool-") as tmp:
         project = fresh_project(Path(tmp))
@@ -75,7 +76,7 @@ def tune_once(workers: int, gates: int) -> dict[str, Any]:
         report = Path(tmp) / "tune.json"
         load_before = load()
         code, wall = pytest_run(project, ["--autotune=all", TESTS, f"--autotune-compile-workers={workers}",
-                                          f"--autotune-report={report}"], cache)
+                                          f"--autotune-seed={seed}", f"--autotune-report={report}"], cache)
         load_after = load()
         rows = json.loads(report.read_text())["kernels"] if report.exists() else []
         winners = {r["kernel"]: {"median_ms": r.get("time_ms"), "params": r.get("params"),
@@ -148,7 +149,7 @@ def main() -> None:
     runs: list[dict[str, Any]] = []
     for r in range(opts.repeats):
         for workers in (WORKERS if r % 2 == 0 else WORKERS[::-1]):
-            run = tune_once(workers, opts.gates)
+            run = tune_once(workers, opts.gates, seed=r)  # both worker counts of a round search with one seed
             run["round"] = r
             runs.append(run)
             print(f"round {r} workers {workers}: {run['wall_s']:.1f} s (load {run['load_before']:.1f} -> "
