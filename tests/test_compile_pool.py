@@ -459,3 +459,28 @@ def test_gpu_cupy_runner_loads_the_cubins_the_pool_compiled(tmp_path: Path, monk
     assert all("load_s" in r.measurement.timings for r in records if r.measurement.ok)
     too_big = next(r for r in records if r.params["block_size_x"] == 2048)
     assert too_big.measurement.failure is FailureKind.INVALID  # decided by the compile stage, before the device
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="process groups and SIGSTOP as on Linux")
+def test_a_compilers_time_out_does_not_count_the_time_it_was_stopped() -> None:
+    processes = CompilerProcesses()
+    outcome: dict[str, Any] = {}
+
+    def compile_for_a_while() -> None:
+        try:
+            outcome["done"] = processes.run(["sh", "-c", "sleep 0.3; echo built"], timeout=0.6).stdout
+        except subprocess.TimeoutExpired as exc:
+            outcome["timeout"] = exc
+
+    worker = threading.Thread(target=compile_for_a_while)
+    worker.start()
+    deadline = time.monotonic() + 5
+    while processes.running == 0 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    with processes.paused_window():
+        time.sleep(1.0)  # longer than the time-out: stopped time must not count
+    worker.join(10)
+    assert outcome == {"done": "built\n"}
+    with pytest.raises(subprocess.TimeoutExpired):
+        processes.run(["sleep", "5"], timeout=0.2)  # a compiler that really hangs still times out
+    assert processes.running == 0

@@ -155,19 +155,22 @@ class CompilerProcesses:
     Each compiler starts in a new process group (``start_new_session``), so
     stopping the group stops the driver and what it runs (``cc1``, ``as``,
     ``ld``). While paused, no compiler starts. A compiler's time-out counts
-    wall time, stopped time included.
+    only the time it was not stopped.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._groups: set[int] = set()
         self._pauses = 0
+        self._paused_since = 0.0
+        self._paused_total = 0.0
         self._closed = False
         self._unpaused = threading.Event()
         self._unpaused.set()
 
     def run(self, cmd: Sequence[str], timeout: float) -> subprocess.CompletedProcess:
-        """``subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)``, pausable."""
+        """``subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)``, pausable; ``timeout``
+        counts the time the compiler was not stopped."""
         while True:
             self._unpaused.wait()
             with self._lock:
@@ -178,17 +181,32 @@ class CompilerProcesses:
                                             stdin=subprocess.DEVNULL, start_new_session=True)
                     self._groups.add(proc.pid)
                     break
+        started, paused_before = time.monotonic(), self.paused_seconds()
         try:
-            try:
-                out, err = proc.communicate(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self._signal(proc.pid, signal.SIGKILL)
-                proc.communicate()
-                raise
+            while True:
+                # the time-out counts the compiler's own time: stopped stretches do not use it up
+                left = timeout - (time.monotonic() - started - (self.paused_seconds() - paused_before))
+                try:
+                    if left <= 0:
+                        raise subprocess.TimeoutExpired(list(cmd), timeout)
+                    out, err = proc.communicate(timeout=min(left, 1.0))
+                    break
+                except subprocess.TimeoutExpired:
+                    if left > 1.0 or self.paused:
+                        continue  # retrying communicate loses no output
+                    self._signal(proc.pid, signal.SIGKILL)
+                    proc.communicate()
+                    raise subprocess.TimeoutExpired(list(cmd), timeout) from None
         finally:
             with self._lock:
                 self._groups.discard(proc.pid)
         return subprocess.CompletedProcess(list(cmd), proc.returncode, out, err)
+
+    def paused_seconds(self) -> float:
+        """Seconds spent paused so far (the current pause included)."""
+        with self._lock:
+            ongoing = time.monotonic() - self._paused_since if self._pauses else 0.0
+            return self._paused_total + ongoing
 
     @staticmethod
     def _signal(group: int, sig: int) -> None:
@@ -217,6 +235,8 @@ class CompilerProcesses:
         """
         with self._lock:
             self._pauses += 1
+            if self._pauses == 1:
+                self._paused_since = time.monotonic()
             self._unpaused.clear()
             for group in self._groups:
                 self._signal(group, signal.SIGSTOP)
@@ -231,9 +251,12 @@ class CompilerProcesses:
 
     def resume(self) -> None:
         with self._lock:
-            self._pauses = max(0, self._pauses - 1)
+            if self._pauses == 0:
+                return
+            self._pauses -= 1
             if self._pauses:
                 return
+            self._paused_total += time.monotonic() - self._paused_since
             for group in self._groups:
                 self._signal(group, signal.SIGCONT)
             self._unpaused.set()
