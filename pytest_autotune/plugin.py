@@ -19,6 +19,7 @@ from .compile_check import DEFAULT_SAMPLE, parse_arch_list, positive_sample
 from .evaluator import Budget
 from .fixture import CALLS_KEY, Autotune
 from .marker import MarkerError, TuneSettings, parse_marker
+from .runners.compile_pool import parse_compile_workers
 from .report import failure_lines, format_table, lockfile_lines, not_gated_line, write_json_report, write_plots
 from .session import INCOMPARABLE_POLICIES, MISSING_POLICIES, Options, SessionState
 from .strategies import StrategyError, validate_strategy_spec
@@ -37,6 +38,8 @@ INI_OPTIONS = {
     "autotune_alpha": ("significance level of the gate's Mann-Whitney U test", "0.01"),
     "autotune_lockdir": ("directory of the per-device lockfiles, relative to the rootdir", "autotune.lock"),
     "autotune_missing": ("what the gate does without a valid lock entry: skip, fail or tune", "skip"),
+    "autotune_compile_workers": ("compile workers that compile the next candidates while one is timed: a number "
+                                 "(1 = compile inline) or auto (CPU cores minus one)", "auto"),
     "autotune_incomparable": ("what the gate does on a machine whose probes differ from the lock's: warn, skip "
                               "or fail", "warn"),
 }
@@ -87,6 +90,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--autotune-compile-sample", type=positive_sample, default=DEFAULT_SAMPLE, metavar="N",
                     help=f"--autotune-compile: configurations per space and architecture, all when there are at "
                          f"most N, else a seeded sample of N (default {DEFAULT_SAMPLE})")
+    group.addoption("--autotune-compile-workers", default=None, metavar="N|auto",
+                    help="compile the next candidates on N workers while the device times the current one (source "
+                         "runners; 1 = compile inline; default auto = CPU cores minus one; ini: "
+                         "autotune_compile_workers)")
     for name, (help_text, default) in INI_OPTIONS.items():
         parser.addini(name, help_text, default=default)
 
@@ -128,6 +135,18 @@ def _validated_defaults(config: pytest.Config) -> dict[str, Any]:
     return values
 
 
+def _compile_workers(config: pytest.Config) -> int:
+    """``--autotune-compile-workers`` (else the ini option), checked at start-up; a usage error names the source."""
+    raw, where = config.getoption("autotune_compile_workers"), "--autotune-compile-workers"
+    if raw is None:
+        raw, where = config.getini("autotune_compile_workers"), "ini option autotune_compile_workers"
+    sharing = int(getattr(config, "workerinput", {}).get("workercount", 1))  # pytest-xdist: cores are shared
+    try:
+        return parse_compile_workers(raw, sharing)
+    except ValueError as exc:
+        raise pytest.UsageError(f"{where}={raw}: {exc}") from None
+
+
 def _scratch_dir(config: pytest.Config, rootdir: Path) -> Path:
     """pytest's cache directory; with ``-p no:cacheprovider`` a per-project folder in the user's cache,
     so the repository never gets an untracked directory."""
@@ -156,7 +175,8 @@ def _resolve_options(config: pytest.Config) -> Options:
                    ranking=opt("autotune_ranking"), report=Path(opt("autotune_report")) if opt("autotune_report") else None,
                    plots=Path(opt("autotune_plots")) if opt("autotune_plots") else None, devices=devices,
                    defaults=defaults, verbosity=config.get_verbosity(),
-                   is_worker=hasattr(config, "workerinput"), incomparable=incomparable)
+                   is_worker=hasattr(config, "workerinput"), incomparable=incomparable,
+                   compile_workers=_compile_workers(config))
 
 
 def pytest_configure(config: pytest.Config) -> None:

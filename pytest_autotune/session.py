@@ -29,6 +29,7 @@ class Options:
     verbosity: int = 0
     is_worker: bool = False
     incomparable: str = "warn"  # warn (pass, loudly) | skip | fail
+    compile_workers: int = 1  # compile workers ahead of the device stage (1 = compile inline)
 
 
 def eta(done: int, budget: int | None, elapsed: float) -> str:

@@ -19,6 +19,7 @@ from .evaluator import Budget, EvaluationRecord, Evaluator, SearchHistory
 from .measure import TimingStats
 from .results import Measurement
 from .runners.base import Runner, supports_profiling
+from .runners.compile_pool import compile_ahead, pipelined
 from .runners.device import DeviceInfo
 from .space import SearchSpace
 from .space.searchspace import RestrictionLike
@@ -114,13 +115,18 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
          on_record: Callable[[EvaluationRecord, Evaluator], None] | None = None,
          keep_outputs: bool = True, runners_up: int = RUNNERS_UP, incumbent: Mapping[str, Any] | None = None,
          seeds: Sequence[Mapping[str, Any]] = (), confirm_rounds: int = CONFIRM_ROUNDS,
-         confirm_top: int = CONFIRM_TOP) -> TuneResult:
+         confirm_top: int = CONFIRM_TOP, batch_size: int = 1,
+         prefetch: Callable[[list[dict[str, Any]]], None] | None = None,
+         compile_workers: int | None = None) -> TuneResult:
     """Search ``params`` under ``restrictions`` with ``strategy`` on ``runner``; return the verified winner.
 
     ``budget`` is a number of unique evaluations or a duration (``"90s"``).
     ``cache`` holds already measured rows of the same space (resumption).
     ``incumbent`` (a locked winner) and ``seeds`` are evaluated first, as
     ordinary candidates; configurations outside the space are ignored.
+    ``compile_workers`` > 1 compiles proposed candidates ahead on that many
+    workers while the device times the current one (runners with a compile
+    stage; :mod:`~pytest_autotune.runners.compile_pool`).
 
     A winner measured once during a noisy moment is not trusted: the best
     ``confirm_top`` configurations of the search, and the incumbent, are
@@ -128,6 +134,9 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
     the same conditions), and the winner is the lowest median of those pooled
     samples, which also become its statistics. The winner is then measured
     once more with its outputs kept, so the caller gets fresh outputs.
+
+    ``batch_size`` configurations are kept pending at once and ``prefetch``
+    is handed them as they are proposed (see :class:`Evaluator`).
     """
     if space is None:
         if params is None:
@@ -142,8 +151,11 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
         search.profiler = runner.profile  # type: ignore[attr-defined]
     first = [incumbent] if incumbent is not None else []
     seed_rows = [row for row in (space.find(dict(p)) for p in [*first, *seeds]) if row >= 0]
-    evaluator = Evaluator(space, runner.evaluate, budget, cache=cache, on_record=on_record, seeds=seed_rows)
-    history = evaluator.run(search)
+    with compile_ahead(runner, compile_workers) as compiling:
+        batch_size, prefetch = pipelined(batch_size, prefetch, compiling, compile_workers)
+        evaluator = Evaluator(space, runner.evaluate, budget, cache=cache, on_record=on_record, seeds=seed_rows,
+                              batch_size=batch_size, prefetch=prefetch)
+        history = evaluator.run(search)
     ranked = history.ranked()
     if not ranked:
         raise TuneError(no_success_message(history), history)

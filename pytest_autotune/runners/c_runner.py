@@ -25,17 +25,19 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from time import perf_counter_ns
-from typing import Any, Sequence
+from time import perf_counter, perf_counter_ns
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from ..measure import MeasureOptions
+from ..results import FailureKind
+from .compile_pool import CompiledArtefact, CompilerProcesses, artefact_cache_dir
 from .device import DeviceInfo, compiler_version, cpu_constants, detect_cpu_device
 from .errors import BackendUnavailable, SpecError
 from .executor import CompileFailed, CompiledKernelExecutor
 from .isolation import HostedRunner
-from .kernel import Geometry, KernelSpec
+from .kernel import Geometry, KernelSpec, instantiated_name, render_source
 
 ACCESSOR = "pytest_autotune_kernel_address"
 DEFAULT_FLAGS = ("-O3",)
@@ -44,11 +46,15 @@ _MAX_LOG = 20000
 
 def default_cache_dir() -> Path:
     """``$PYTEST_AUTOTUNE_CACHE_DIR/c``, else ``$XDG_CACHE_HOME/pytest-autotune/c``, else ``~/.cache/...``."""
-    root = os.environ.get("PYTEST_AUTOTUNE_CACHE_DIR")
-    if root:
-        return Path(root) / "c"
-    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(xdg) / "pytest-autotune" / "c"
+    return artefact_cache_dir("c")
+
+
+CompilerRun = Callable[[Sequence[str], float], "subprocess.CompletedProcess[str]"]
+
+
+def run_compiler(cmd: Sequence[str], timeout: float) -> "subprocess.CompletedProcess[str]":
+    """Run a compiler in the calling thread (the device stage's own compiles)."""
+    return subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout)
 
 
 def ctype_of(value: Any) -> Any:
@@ -60,6 +66,86 @@ def ctype_of(value: Any) -> Any:
         return np.ctypeslib.as_ctypes_type(dtype)
     except NotImplementedError:
         raise SpecError(f"numpy scalar of dtype {dtype} has no C equivalent for the C runner") from None
+
+
+class CCompileStage:
+    """The c runner's compile stage: render, gcc/g++ into the shared-library cache, return the library's path.
+
+    Pure CPU work, no kernel arguments needed, so a compile pool runs it in the
+    calling process while the device stage (:class:`CExecutor`) times another
+    configuration; the executor uses the same stage for its own compiles, so
+    both name and build a library identically.
+    """
+
+    pause_while_timing = True  # the compilers share the CPU with the timed kernel
+
+    def __init__(self, spec: KernelSpec, *, compiler: str | None = None, flags: Sequence[str] = DEFAULT_FLAGS,
+                 cache_dir: str | os.PathLike | None = None, compile_timeout_s: float = 300.0) -> None:
+        if spec.lang not in ("c", "c++"):
+            raise SpecError(f"the c runner compiles C or C++, not {spec.lang!r} source")
+        self.spec = spec
+        self.cxx = spec.lang == "c++"
+        if spec.is_template and not self.cxx:
+            raise SpecError(f"template kernel name {spec.kernel_name!r} needs C++ source (.cpp or lang='c++')")
+        self.compiler = compiler or os.environ.get("CXX" if self.cxx else "CC") or ("g++" if self.cxx else "gcc")
+        if shutil.which(self.compiler) is None:
+            raise BackendUnavailable(f"compiler {self.compiler!r} not found on PATH")
+        self.compiler_id = compiler_version(self.compiler)
+        includes = [f"-I{spec.source_file.parent}"] if spec.source_file else []
+        self.flags = [*flags, "-shared", "-fPIC", *includes, *spec.compiler_options]
+        self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        self.compile_timeout_s = compile_timeout_s
+
+    def full_source(self, source: str, name: str) -> str:
+        if not self.cxx:
+            return source
+        return source + f'\nextern "C" void* {ACCESSOR}(void) {{ return reinterpret_cast<void*>(&{name}); }}\n'
+
+    def cache_key(self, source: str, name: str) -> str:
+        blob = json.dumps([self.compiler, self.compiler_id, self.flags, self.spec.lang, name, source])
+        return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+    def library(self, source: str, name: str, run: CompilerRun = run_compiler) -> tuple[Path, bool]:
+        """The shared library of ``source`` (built unless cached) and whether it was cached; CompileFailed."""
+        text = self.full_source(source, name)
+        library = self.cache_dir / f"{self.cache_key(text, name)}.so"
+        if library.exists():
+            return library, True
+        self._build(text, library, run)
+        return library, False
+
+    def _build(self, text: str, library: Path, run: CompilerRun) -> None:
+        suffix = ".cpp" if self.cxx else ".c"
+        with tempfile.TemporaryDirectory(prefix="autotune-c-", dir=self.cache_dir) as tmp:
+            src = Path(tmp) / f"{library.stem}{suffix}"
+            src.write_text(text)
+            out = Path(tmp) / library.name
+            cmd = [self.compiler, *self.flags, "-o", str(out), str(src)]
+            try:
+                proc = run(cmd, self.compile_timeout_s)
+            except subprocess.TimeoutExpired:
+                raise CompileFailed(f"compiler timed out after {self.compile_timeout_s:g} s") from None
+            if proc.returncode != 0:
+                log = (proc.stderr or proc.stdout or "").strip()
+                raise CompileFailed(f"$ {' '.join(cmd)}\n{log[-_MAX_LOG:]}")
+            os.replace(out, library)  # atomic: concurrent runners never load a half-written file
+            src_keep = library.with_suffix(suffix)
+            os.replace(src, src_keep)  # the exact source stays next to its library
+
+    def compile(self, params: Mapping[str, Any], processes: CompilerProcesses) -> CompiledArtefact:
+        """One configuration, compiled ahead by a pool (the compiler is pausable through ``processes``)."""
+        source = render_source(self.spec, params)
+        name = instantiated_name(self.spec, params)
+        extra = {"kernel_name": name, "source_sha256": hashlib.sha256(source.encode()).hexdigest()}
+        t = perf_counter()
+        try:
+            library, hit = self.library(source, name, processes.run)
+        except CompileFailed as exc:
+            return CompiledArtefact(False, failure=FailureKind.COMPILE, detail=exc.log, seconds=perf_counter() - t,
+                                    extra=extra)
+        return CompiledArtefact(True, path=str(library), symbol=name, seconds=perf_counter() - t,
+                                extra={**extra, "cache_hit": hit})
 
 
 class CExecutor(CompiledKernelExecutor):
@@ -79,19 +165,10 @@ class CExecutor(CompiledKernelExecutor):
         unload: bool | None = None,
     ) -> None:
         super().__init__(spec, measure)
-        if spec.lang not in ("c", "c++"):
-            raise SpecError(f"the c runner compiles C or C++, not {spec.lang!r} source")
-        self.cxx = spec.lang == "c++"
-        if spec.is_template and not self.cxx:
-            raise SpecError(f"template kernel name {spec.kernel_name!r} needs C++ source (.cpp or lang='c++')")
-        self.compiler = compiler or os.environ.get("CXX" if self.cxx else "CC") or ("g++" if self.cxx else "gcc")
-        if shutil.which(self.compiler) is None:
-            raise BackendUnavailable(f"compiler {self.compiler!r} not found on PATH")
-        self.compiler_id = compiler_version(self.compiler)
-        includes = [f"-I{spec.source_file.parent}"] if spec.source_file else []
-        self.flags = [*flags, "-shared", "-fPIC", *includes, *spec.compiler_options]
-        self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        self.stage = CCompileStage(spec, compiler=compiler, flags=flags, cache_dir=cache_dir,
+                                   compile_timeout_s=self.measure.compile_timeout_s)
+        self.cxx, self.compiler, self.flags = self.stage.cxx, self.stage.compiler, self.stage.flags
+        self.cache_dir = self.stage.cache_dir
         # dlclose after each configuration keeps long runs from piling up mappings;
         # OpenMP runtimes are known to crash when their user library is unloaded.
         uses_openmp = "#pragma omp" in spec.code or any("openmp" in f for f in self.flags)
@@ -122,26 +199,23 @@ class CExecutor(CompiledKernelExecutor):
         return cpu_constants(self._device)
 
     # -- compile ---------------------------------------------------------------
-    def full_source(self, source: str, name: str) -> str:
-        if not self.cxx:
-            return source
-        return source + f'\nextern "C" void* {ACCESSOR}(void) {{ return reinterpret_cast<void*>(&{name}); }}\n'
-
-    def cache_key(self, source: str, name: str) -> str:
-        blob = json.dumps([self.compiler, self.compiler_id, self.flags, self.spec.lang, name, source])
-        return hashlib.sha256(blob.encode()).hexdigest()[:32]
-
     def compile(self, source: str, name: str) -> Any:
-        text = self.full_source(source, name)
-        key = self.cache_key(text, name)
-        library = self.cache_dir / f"{key}.so"
-        hit = library.exists()
+        library, hit = self.stage.library(source, name)
+        self._count(hit)
+        return self._open(library)
+
+    def load(self, artefact: Any, source: str, name: str) -> Any:
+        self._count(bool(artefact.extra.get("cache_hit")))
+        return self._open(Path(artefact.path))
+
+    def _count(self, hit: bool) -> None:
         self._last_cache_hit = hit
         if hit:
             self.cache_hits += 1
         else:
             self.cache_misses += 1
-            self._build(text, library)
+
+    def _open(self, library: Path) -> Any:
         try:
             lib = ctypes.CDLL(str(library), mode=os.RTLD_LOCAL | os.RTLD_NOW)
         except OSError as exc:
@@ -163,24 +237,6 @@ class CExecutor(CompiledKernelExecutor):
                 "check kernel_name (and, in C, that the function is not static)"
             ) from None
         return lib, fn
-
-    def _build(self, text: str, library: Path) -> None:
-        suffix = ".cpp" if self.cxx else ".c"
-        with tempfile.TemporaryDirectory(prefix="autotune-c-", dir=self.cache_dir) as tmp:
-            src = Path(tmp) / f"{library.stem}{suffix}"
-            src.write_text(text)
-            out = Path(tmp) / library.name
-            cmd = [self.compiler, *self.flags, "-o", str(out), str(src)]
-            try:
-                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=self.measure.compile_timeout_s)
-            except subprocess.TimeoutExpired:
-                raise CompileFailed(f"compiler timed out after {self.measure.compile_timeout_s:g} s") from None
-            if proc.returncode != 0:
-                log = (proc.stderr or proc.stdout or "").strip()
-                raise CompileFailed(f"$ {' '.join(cmd)}\n{log[-_MAX_LOG:]}")
-            os.replace(out, library)  # atomic: concurrent runners never load a half-written file
-            src_keep = library.with_suffix(suffix)
-            os.replace(src, src_keep)  # the exact source stays next to its library
 
     def kernel_info(self, kernel: Any) -> dict[str, Any]:
         return {"cache_hit": self._last_cache_hit}
@@ -273,3 +329,8 @@ class CRunner(HostedRunner):
             cache_dir=str(cache_dir) if cache_dir else None,
             unload=unload,
         )
+
+    def compile_stage(self) -> CCompileStage:
+        kwargs = self.recipe.kwargs
+        return CCompileStage(self.spec, compiler=kwargs["compiler"], flags=kwargs["flags"],
+                             cache_dir=kwargs["cache_dir"], compile_timeout_s=self.measure.compile_timeout_s)

@@ -100,6 +100,20 @@ class CupyExecutor(CudaExecutor):
             raise CompileFailed(f"{type(exc).__name__}: {exc}") from None
         return module, kernel
 
+    def load(self, artefact: Any, source: str, name: str) -> Any:
+        """The cubin the NVRTC compile stage built, loaded under its lowered name.
+
+        A cubin the driver refuses (a driver older than the NVRTC that built
+        it) is compiled here through CuPy instead, as without a pool.
+        """
+        try:
+            module = self.cp.RawModule(path=artefact.path)
+            kernel = module.get_function(artefact.symbol)
+            kernel.num_regs  # noqa: B018 - loads the module now
+        except Exception:
+            return self.compile(source, name)
+        return module, kernel
+
     def kernel_info(self, kernel: Any) -> dict[str, Any]:
         fn = kernel[1]
         return {
@@ -179,3 +193,10 @@ class CupyRunner(NsightProfiling, HostedRunner):
         self.spec = spec
         self.device_id = device_id
         super().__init__(isolate=isolate, measure=measure, spec=spec, device_id=device_id)
+
+    def compile_stage(self) -> Any:
+        """NVRTC in this process for the device's architecture (None without cuda-bindings/NVRTC here)."""
+        from .nvrtc import NvrtcCompileStage
+
+        return NvrtcCompileStage.for_device(self.spec, self.device().properties.get("compute_capability"),
+                                            self.constants())

@@ -52,11 +52,11 @@ import subprocess
 import sys
 import types
 import weakref
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from time import monotonic, perf_counter
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
@@ -65,6 +65,7 @@ from ..results import FailureKind, Measurement
 from .device import DeviceInfo
 from .errors import BackendUnavailable, SpecError
 from ..verify import verify_outputs
+from .compile_pool import CompilePool, CompileStage
 from .executor import SLOW_PHASES, Executor
 from .worker import HeartbeatBoard
 
@@ -269,7 +270,10 @@ class IsolatedExecutor:
         assert self._info is not None
         return dict(self._info[1])
 
-    def evaluate(self, params: Mapping[str, Any], keep_outputs: bool = False) -> Measurement:
+    def evaluate(self, params: Mapping[str, Any], keep_outputs: bool = False, artefact: Any = None,
+                 timing_window: Callable[[], AbstractContextManager[Any]] | None = None) -> Measurement:
+        """Evaluate in the worker; ``artefact``: compiled ahead by a pool; ``timing_window``: entered here
+        while the worker times the kernel (the worker asks for it and waits until it is entered)."""
         params = dict(params)
         start = perf_counter()
         start_s = 0.0
@@ -278,8 +282,11 @@ class IsolatedExecutor:
             start_s = self._start()
         assert self._worker is not None
         try:
-            self._worker.conn.send(("eval", params, keep_outputs))
-            outcome = self._wait()
+            message: tuple[Any, ...] = ("eval", params, keep_outputs)
+            if artefact is not None or timing_window is not None:
+                message += (artefact, timing_window is not None)
+            self._worker.conn.send(message)
+            outcome = self._wait(timing_window)
         except BaseException:
             self._kill()  # interrupted mid-evaluation: never leave a busy worker behind
             raise
@@ -300,8 +307,13 @@ class IsolatedExecutor:
             measurement.timings["worker_start_s"] = start_s
         return measurement
 
-    def _wait(self) -> tuple[Any, ...]:
-        """Wait for the worker's answer under the heartbeat watchdog."""
+    def _wait(self, timing_window: Callable[[], AbstractContextManager[Any]] | None = None) -> tuple[Any, ...]:
+        """Wait for the worker's answer under the heartbeat watchdog, opening ``timing_window`` when asked."""
+        with ExitStack() as window:
+            return self._wait_answer(window, timing_window)
+
+    def _wait_answer(self, window: ExitStack,
+                     timing_window: Callable[[], AbstractContextManager[Any]] | None) -> tuple[Any, ...]:
         worker = self._worker
         assert worker is not None
         conn, board = worker.conn, worker.board
@@ -319,9 +331,17 @@ class IsolatedExecutor:
                 )
             if conn.poll(min(remaining, _POLL_SLICE_S)):
                 try:
-                    return conn.recv()
+                    answer = conn.recv()
                 except (EOFError, OSError):
                     return self._crashed()
+                if answer[0] != "timing":
+                    return answer
+                if answer[1]:  # the worker is about to time the kernel and waits for the window to open
+                    window.enter_context(timing_window() if timing_window is not None else nullcontext())
+                    conn.send(("window open",))
+                else:
+                    window.close()
+                continue
             beat = board.beats
             if beat != last_beat:
                 last_beat, last_change = beat, monotonic()
@@ -384,6 +404,7 @@ class HostedRunner:
         self.isolate = bool(isolate)
         self.recipe = ExecutorRecipe(self.executor_target, {"measure": self.measure, **executor_kwargs})
         self._parent_spec: Any = None
+        self._pool: CompilePool | None = None
         if self.isolate:
             self.recipe = self._picklable_recipe(self.recipe)
             self._impl: Any = IsolatedExecutor(self.recipe, self.measure)
@@ -430,6 +451,52 @@ class HostedRunner:
     def constants(self) -> dict[str, Any]:
         return self._impl.constants()
 
+    # -- compile ahead (runners/compile_pool.py) ----------------------------------------
+    def compile_stage(self) -> CompileStage | None:
+        """The runner's CPU-only compile stage, for a compile pool; None when it has none."""
+        return None
+
+    def start_compile_ahead(self, workers: int) -> bool:
+        """Compile configurations passed to :meth:`prefetch` on ``workers`` threads; False when this
+        runner cannot (no compile stage)."""
+        self.stop_compile_ahead()
+        stage = self.compile_stage()
+        if stage is None:
+            return False
+        self._pool = CompilePool(stage, workers)
+        return True
+
+    def prefetch(self, configurations: list[dict[str, Any]]) -> None:
+        """Start compiling ``configurations`` (the evaluator's prefetch hook)."""
+        if self._pool is not None:
+            self._pool.submit(configurations)
+
+    def stop_compile_ahead(self) -> None:
+        pool, self._pool = getattr(self, "_pool", None), None
+        if pool is not None:
+            pool.close()
+
+    @property
+    def compile_pool(self) -> CompilePool | None:
+        return getattr(self, "_pool", None)
+
+    def _evaluate_compiled(self, params: Mapping[str, Any], keep_outputs: bool) -> Measurement:
+        """Through the compile pool: a failed compile or static check never reaches the device stage."""
+        pool = self._pool
+        assert pool is not None
+        artefact = pool.take(params)  # None: not compiled ahead (a seed, a re-timing): compiled inline
+        if artefact is not None and not artefact.ok:
+            return artefact.failed_measurement(params)
+        # every timed window pauses the pool's compilers, whoever compiled the kernel being timed
+        window = pool.timing_window if pool.stage.pause_while_timing else None
+        if self.isolate:
+            return self._impl.evaluate(params, keep_outputs=keep_outputs, artefact=artefact, timing_window=window)
+        self._impl.timing_window = window or nullcontext
+        try:
+            return self._impl.evaluate(params, keep_outputs=keep_outputs, artefact=artefact)
+        finally:
+            self._impl.timing_window = nullcontext
+
     def evaluate(self, params: Mapping[str, Any], keep_outputs: bool = False) -> Measurement:
         """Compile, verify and time one configuration; never raises for a bad one.
 
@@ -437,7 +504,10 @@ class HostedRunner:
         run are in ``measurement.extra["outputs"]`` (aligned with the args).
         """
         start = perf_counter()
-        measurement = self._impl.evaluate(params, keep_outputs=keep_outputs)
+        if getattr(self, "_pool", None) is not None:
+            measurement = self._evaluate_compiled(params, keep_outputs)
+        else:
+            measurement = self._impl.evaluate(params, keep_outputs=keep_outputs)
         if self._parent_spec is not None and measurement.ok:
             measurement = self._verify_here(measurement, keep_outputs)
         measurement.timings.setdefault("wall_s", perf_counter() - start)
@@ -466,6 +536,7 @@ class HostedRunner:
         return getattr(self._impl, "starts", 0)
 
     def close(self) -> None:
+        self.stop_compile_ahead()
         self._impl.close()
 
     def __enter__(self) -> "HostedRunner":

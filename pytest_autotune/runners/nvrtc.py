@@ -23,15 +23,24 @@ does not change the generated code.
 """
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
+import os
 import re
+import tempfile
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 from time import perf_counter
 from typing import Any, Mapping, Sequence
 
+from ..results import FailureKind
+from .compile_pool import CompiledArtefact, artefact_cache_dir
 from .cuda_arch import parse_arch
-from .errors import BackendUnavailable
-from .kernel import KernelSpec, instantiated_name, render_source
+from .errors import BackendUnavailable, InvalidConfiguration
+from .executor import check_kernel_resources, check_launch_limits
+from .kernel import KernelSpec, instantiated_name, launch_geometry, render_source
 
 INSTALL_HINT = 'pip install "pytest-autotune[cuda]" (or cuda-bindings<13 nvidia-cuda-nvrtc-cu12)'
 
@@ -66,6 +75,7 @@ class NvrtcResult:
     seconds: float = 0.0
     kernels: dict[str, KernelResources] = field(default_factory=dict)  # every kernel ptxas compiled
     cubin: bytes | None = None  # only when asked for (keep_cubin=True)
+    program_log: str = ""  # NVRTC's program log alone (what CuPy's CompileException carries)
 
 
 # -- availability ------------------------------------------------------------------------------------
@@ -225,7 +235,7 @@ def compile_source(source: str, name_expression: str, options: Sequence[str], *,
             _, text = nvrtc.nvrtcGetErrorString(result)
             label = text.decode() if isinstance(text, bytes) else str(text)
             return NvrtcResult(False, cc, name_expression, None, f"{label}\n{log}".strip(), opts,
-                               seconds=perf_counter() - start)
+                               seconds=perf_counter() - start, program_log=log)
         err, lowered = nvrtc.nvrtcGetLoweredName(prog, name_expression.encode())
         _check(nvrtc, err, "nvrtcGetLoweredName")
         lowered_name = lowered.decode() if isinstance(lowered, bytes) else str(lowered)
@@ -234,7 +244,7 @@ def compile_source(source: str, name_expression: str, options: Sequence[str], *,
         nvrtc.nvrtcDestroyProgram(prog)
     kernels = parse_ptxas_log(log)
     return NvrtcResult(True, cc, name_expression, lowered_name, log, opts, kernels.get(lowered_name),
-                       perf_counter() - start, kernels, cubin)
+                       perf_counter() - start, kernels, cubin, log)
 
 
 def compile_configuration(spec: KernelSpec, params: Mapping[str, Any], arch: int | str, *,
@@ -244,3 +254,93 @@ def compile_configuration(spec: KernelSpec, params: Mapping[str, Any], arch: int
     filename = spec.source_file.name if spec.source_file else "kernel.cu"
     return compile_source(source, instantiated_name(spec, params), cupy_options(spec, arch), arch=arch,
                           filename=filename, keep_cubin=keep_cubin)
+
+
+# -- the cupy runner's compile stage ------------------------------------------------------------------
+
+
+class NvrtcCompileStage:
+    """The cupy runner's compile stage: NVRTC to a cubin for the device's architecture, in the calling process.
+
+    Compiles what the CuPy runner would (:func:`cupy_options`, the same
+    source and name expression), so the device stage only loads the cubin
+    (``cupy.RawModule(path=...)``) under the lowered name. What never reaches
+    the device: a launch geometry beyond the device's limits (INVALID), a
+    source NVRTC rejects (COMPILE, with NVRTC's program log, CuPy's message),
+    and a kernel whose ptxas-reported registers or static shared memory
+    exceed the device's limits for the block (RESOURCES, the device stage's
+    message). NVRTC releases the GIL while it compiles, so pool threads
+    compile in parallel. Cubins are cached on disk by a hash of NVRTC's
+    version, the options, the name and the source.
+    """
+
+    pause_while_timing = False  # the device times with CUDA events; host compiles do not disturb it
+
+    def __init__(self, spec: KernelSpec, arch: int | str, limits: Mapping[str, Any],
+                 cache_dir: str | os.PathLike | None = None) -> None:
+        self.spec = spec
+        self.arch = parse_arch(arch)
+        self.limits = dict(limits)
+        self.options = cupy_options(spec, self.arch)
+        self.cache_dir = Path(cache_dir) if cache_dir else artefact_cache_dir("cubin")
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        self.filename = spec.source_file.name if spec.source_file else "kernel.cu"
+
+    @classmethod
+    def for_device(cls, spec: KernelSpec, arch: int | None, limits: Mapping[str, Any]) -> "NvrtcCompileStage | None":
+        """A stage for a device of ``arch``, or None when NVRTC is missing here or cannot target it
+        (the device stage then compiles through CuPy, as without a pool)."""
+        if arch is None or nvrtc_unavailable_reason() is not None or parse_arch(arch) not in supported_archs():
+            return None
+        return cls(spec, arch, limits)
+
+    def compile(self, params: Mapping[str, Any], processes: Any = None) -> CompiledArtefact:
+        extra: dict[str, Any] = {}
+        try:
+            geometry = launch_geometry(self.spec, params)
+            extra.update(grid=list(geometry[0]), block=list(geometry[1]), shared_mem=geometry[2])
+            reason = check_launch_limits(geometry, self.limits)
+            if reason:
+                return CompiledArtefact(False, failure=FailureKind.INVALID, detail=reason, extra=extra)
+            source = render_source(self.spec, params)
+            name = instantiated_name(self.spec, params)
+        except InvalidConfiguration as exc:
+            return CompiledArtefact(False, failure=FailureKind.INVALID, detail=str(exc), extra=extra)
+        extra.update(kernel_name=name, source_sha256=hashlib.sha256(source.encode()).hexdigest())
+        start = perf_counter()
+        key = hashlib.sha256(json.dumps([nvrtc_version(), self.options, name, source]).encode()).hexdigest()[:32]
+        path, meta_path = self.cache_dir / f"{key}.cubin", self.cache_dir / f"{key}.json"
+        if path.exists() and meta_path.exists():
+            meta = json.loads(meta_path.read_text())
+        else:
+            result = compile_source(source, name, self.options, arch=self.arch, filename=self.filename,
+                                    keep_cubin=True)
+            if not result.ok:
+                return CompiledArtefact(False, failure=FailureKind.COMPILE, detail=result.program_log,
+                                        seconds=perf_counter() - start, extra=extra)
+            res = result.resources or KernelResources()
+            meta = {"lowered_name": result.lowered_name, "registers": res.registers,
+                    "static_shared_mem": res.shared_mem}
+            _write_atomically(path, result.cubin or b"")
+            _write_atomically(meta_path, json.dumps(meta).encode())
+        _, block, smem = geometry
+        reason = check_kernel_resources(threads=block[0] * block[1] * block[2], static_smem=meta["static_shared_mem"],
+                                        dynamic_smem=smem, registers_per_thread=meta["registers"],
+                                        kernel_max_threads=None, limits=self.limits)
+        seconds = perf_counter() - start
+        if reason:
+            return CompiledArtefact(False, failure=FailureKind.RESOURCES, detail=reason, seconds=seconds, extra=extra)
+        return CompiledArtefact(True, path=str(path), symbol=meta["lowered_name"], seconds=seconds, extra=extra)
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    """Write to a temporary file beside ``path``, then rename: a reader never sees half a file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

@@ -12,15 +12,19 @@ Protocol on ``CONN_FD`` (a :class:`multiprocessing.connection.Connection`):
    before anything of the caller's is unpickled;
 2. parent -> the :class:`~.isolation.ExecutorRecipe`;
    worker -> ``("ready", device, constants)`` or ``("init_error", exc, text)``;
-3. parent -> ``("eval", params, keep_outputs)``; worker -> ``("result",
+3. parent -> ``("eval", params, keep_outputs)``, or with a compile pool
+   ``("eval", params, keep_outputs, artefact, pause)``; worker -> ``("result",
    measurement, healthy)`` or ``("raise", exc, text)``; ``("close",)`` or
-   end of file ends the worker.
+   end of file ends the worker. With ``pause`` the worker sends ``("timing",
+   True)`` before its timed runs and waits for ``("window open",)`` (the
+   parent has stopped its compilers), then ``("timing", False)`` after them.
 
 ``HEARTBEAT_FD`` is a 16-byte shared file (:class:`HeartbeatBoard`) the
 watchdog in the parent reads while an evaluation runs.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import mmap
 import os
@@ -30,7 +34,7 @@ import sys
 import tempfile
 import traceback
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, Iterator
 
 from .executor import PHASES
 
@@ -101,6 +105,31 @@ def _apply_setup(message: tuple[Any, ...]) -> None:
     sys.path[:] = sys_path
 
 
+@contextlib.contextmanager
+def _timing_window(conn: Connection) -> Iterator[None]:
+    """Ask the parent to open its timing window (pause its compilers) and wait until it has."""
+    conn.send(("timing", True))
+    reply = conn.recv()
+    if reply != ("window open",):  # pragma: no cover - protocol error
+        raise RuntimeError(f"unexpected reply to a timing request: {reply!r}")
+    try:
+        yield
+    finally:
+        conn.send(("timing", False))
+
+
+def _evaluate(executor: Any, conn: Connection, params: Any, keep_outputs: bool, artefact: Any = None,
+              pause: bool = False) -> Any:
+    """One evaluation; with a compile pool's ``artefact`` the executor loads it instead of compiling."""
+    if artefact is None and not pause:
+        return executor.evaluate(params, keep_outputs=keep_outputs)
+    executor.timing_window = (lambda: _timing_window(conn)) if pause else contextlib.nullcontext
+    try:
+        return executor.evaluate(params, keep_outputs=keep_outputs, artefact=artefact)
+    finally:
+        executor.timing_window = contextlib.nullcontext
+
+
 def serve(conn: Connection, board: HeartbeatBoard) -> None:
     """Build the executor from the recipe, then evaluate until told to stop."""
     try:
@@ -126,9 +155,9 @@ def serve(conn: Connection, board: HeartbeatBoard) -> None:
                 return  # parent went away
             if message[0] == "close":
                 return
-            _, params, keep_outputs = message
+            _, params, keep_outputs, *compiled = message
             try:
-                measurement = executor.evaluate(params, keep_outputs=keep_outputs)
+                measurement = _evaluate(executor, conn, params, keep_outputs, *compiled)
             except BaseException as exc:
                 conn.send(("raise", _safe_exception(exc), traceback.format_exc()))
                 continue

@@ -59,6 +59,9 @@ class _ContinuousStrategy(EvolutionaryStrategy):
         """Evaluate the initial population: its encoded positions and their fitness."""
         aware = bool(self.hp.constraint_aware)
         x = self.initial_positions(min(self.population_size(), len(self.space)), aware)
+        if self.batch_size > 1:  # the swarm goes out as one batch
+            values = yield from self.evaluate_all([self.candidate_at(xi, aware) for xi in x])
+            return x, np.array([self.fitness(v) for v in values])
         fit = np.empty(len(x))
         for i in range(len(x)):
             value = yield from self.evaluate_at(x[i], aware)
@@ -127,32 +130,43 @@ class ParticleSwarm(_ContinuousStrategy):
         g = int(np.argmin(pfit))
         gbest, gfit = pbest[g].copy(), pfit[g]
         stuck = np.zeros(size, dtype=np.int64)
+        step = max(1, self.batch_size)  # particles that move together (1: each sees the last one's result)
         while True:
-            for i in range(size):
+            for start in range(0, size, step):
                 if self.exhausted():
                     return
-                r1, r2 = self.rng.random(d), self.rng.random(d)
-                v[i] = np.clip(hp.w * v[i] + hp.c1 * r1 * (pbest[i] - x[i]) + hp.c2 * r2 * (gbest - x[i]),
-                               -hp.vmax, hp.vmax)
-                x[i] = np.clip(x[i] + v[i], 0.0, 1.0)
-                before = self.fresh
-                value = yield from self.evaluate_at(x[i], aware)
-                f = self.fitness(value)
-                stuck[i] = 0 if self.fresh > before else stuck[i] + 1
-                if stuck[i] >= hp.stall_moves:
-                    fresh = self.fresh_candidates(1, aware)
-                    if not fresh:
-                        return
-                    stuck[i] = 0
-                    x[i] = self.positions_of(fresh)[0]
-                    v[i] = self.rng.uniform(-hp.vmax, hp.vmax, d)
-                    value = yield from self.evaluate(fresh[0])
-                    f = self.fitness(value)
-                    pbest[i], pfit[i] = x[i].copy(), f
-                elif f < pfit[i]:
-                    pbest[i], pfit[i] = x[i].copy(), f
-                if f < gfit:
-                    gbest, gfit = x[i].copy(), f
+                movers = range(start, min(size, start + step))
+                candidates = []
+                for i in movers:
+                    r1, r2 = self.rng.random(d), self.rng.random(d)
+                    v[i] = np.clip(hp.w * v[i] + hp.c1 * r1 * (pbest[i] - x[i]) + hp.c2 * r2 * (gbest - x[i]),
+                                   -hp.vmax, hp.vmax)
+                    x[i] = np.clip(x[i] + v[i], 0.0, 1.0)
+                    candidates.append(self.candidate_at(x[i], aware))
+                new = [not self.is_evaluated(c) for c in candidates]
+                values = yield from self.evaluate_all(candidates)
+                restarts: dict[int, Candidate] = {}  # particles stuck in evaluated places start afresh
+                for i, is_new in zip(movers, new):
+                    stuck[i] = 0 if is_new else stuck[i] + 1
+                    if stuck[i] >= hp.stall_moves:
+                        fresh = self.fresh_candidates(1, aware)
+                        if not fresh:
+                            return
+                        if self.key(fresh[0]) in map(self.key, restarts.values()):
+                            continue  # drawn for another particle of this step: this one tries next time
+                        stuck[i] = 0
+                        x[i] = self.positions_of(fresh)[0]
+                        v[i] = self.rng.uniform(-hp.vmax, hp.vmax, d)
+                        restarts[i] = fresh[0]
+                restarted = dict(zip(restarts, (yield from self.evaluate_all(list(restarts.values())))))
+                for i, value in zip(movers, values):
+                    f = self.fitness(restarted[i] if i in restarted else value)
+                    if i in restarted:
+                        pbest[i], pfit[i] = x[i].copy(), f
+                    elif f < pfit[i]:
+                        pbest[i], pfit[i] = x[i].copy(), f
+                    if f < gfit:
+                        gbest, gfit = x[i].copy(), f
 
 
 @register
@@ -228,6 +242,43 @@ class Firefly(_ContinuousStrategy):
         beta = self.hp.B0 * np.exp(-self.hp.gamma * r2)
         return np.clip(xi + beta * (xj - xi) + self.hp.alpha * (self.rng.random(len(xi)) - 0.5), 0.0, 1.0)
 
+    def _generation_batch(self, x: np.ndarray, fit: np.ndarray, stuck: np.ndarray, n_free: int, aware: bool):
+        """One generation (``update="generation"``) as one batch: every firefly's move is computed from the
+        generation's start, so all can be evaluated together. False when the space is exhausted."""
+        hp, size = self.hp, len(x)
+        sweep_start = self.fresh
+        brightest = int(np.argmin(fit))
+        x0, f0 = x.copy(), fit.copy()
+        moves: list[tuple[int, np.ndarray]] = []
+        for i in range(size):
+            if i == brightest:
+                moves.append((i, np.clip(x[i] + hp.alpha * (self.rng.random(len(x[i])) - 0.5), 0.0, 1.0)))
+                continue
+            brighter = sorted((j for j in range(size) if f0[j] < f0[i]), key=lambda j: (-f0[j], j))
+            if brighter:
+                new = x0[i]
+                for j in brighter:
+                    new = self._attract(new, x0[j], n_free)
+                moves.append((i, new))
+        candidates = [self.candidate_at(new, aware) for _, new in moves]
+        fresh_flags = [not self.is_evaluated(c) for c in candidates]
+        restarts: dict[int, Candidate] = {}
+        for (i, new), value, is_new in zip(moves, (yield from self.evaluate_all(candidates)), fresh_flags):
+            f = self.fitness(value)
+            if i != brightest or f <= fit[i]:
+                x[i], fit[i] = new, f
+            stuck[i] = 0 if is_new else stuck[i] + 1
+            if stuck[i] >= hp.stall_moves and i != brightest:
+                restarts[i] = None  # type: ignore[assignment]
+        if self.fresh == sweep_start:  # nothing new this generation: re-seed all but the best
+            restarts = dict.fromkeys(k for k in range(size) if k != int(np.argmin(fit)))
+        fresh = self.fresh_candidates(len(restarts), aware) if restarts else []
+        if restarts and not fresh:
+            return False
+        for (i, c), value in zip(zip(restarts, fresh), (yield from self.evaluate_all(fresh))):
+            x[i], fit[i], stuck[i] = self.positions_of([c])[0], self.fitness(value), 0
+        return not self.exhausted()
+
     def search(self) -> SearchGenerator:
         self._init_state()
         hp = self.hp
@@ -239,6 +290,9 @@ class Firefly(_ContinuousStrategy):
         n_free = max(int(np.sum(self._sizes > 1)), 1)
         per_move = hp.update == "move"
 
+        while self.batch_size > 1 and not per_move:
+            if not (yield from self._generation_batch(x, fit, stuck, n_free, aware)):
+                return
         while True:
             sweep_start = self.fresh
             brightest = int(np.argmin(fit))
