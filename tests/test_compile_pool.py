@@ -468,7 +468,8 @@ def test_a_compilers_time_out_does_not_count_the_time_it_was_stopped() -> None:
 
     def compile_for_a_while() -> None:
         try:
-            outcome["done"] = processes.run(["sh", "-c", "sleep 0.3; echo built"], timeout=0.6).stdout
+            # generous margins: starting `sh` alone took over 0.3 s at load 15 on the 2-core CI host
+            outcome["done"] = processes.run(["sh", "-c", "sleep 0.3; echo built"], timeout=2.0).stdout
         except subprocess.TimeoutExpired as exc:
             outcome["timeout"] = exc
 
@@ -478,7 +479,7 @@ def test_a_compilers_time_out_does_not_count_the_time_it_was_stopped() -> None:
     while processes.running == 0 and time.monotonic() < deadline:
         time.sleep(0.005)
     with processes.paused_window():
-        time.sleep(1.0)  # longer than the time-out: stopped time must not count
+        time.sleep(2.5)  # longer than the time-out: stopped time must not count
     worker.join(10)
     assert outcome == {"done": "built\n"}
     with pytest.raises(subprocess.TimeoutExpired):
