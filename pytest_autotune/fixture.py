@@ -297,7 +297,8 @@ class Autotune:
         warm = warm_start(opts.lockdir, path, k.label, k.hashes, k.problem) if old is None else None
         try:
             result = tune(runner, space=space, strategy=s.strategy, budget=s.budget, seed=s.seed,
-                          cache=cached, on_record=on_record, incumbent=incumbent, seeds=warm.seeds if warm else ())
+                          cache=cached, on_record=on_record, incumbent=incumbent, seeds=warm.seeds if warm else (),
+                          early_stop=s.measure.early_stop)
         except TuneError as exc:
             self._row(k.label, "tune", "failed", failures=exc.history.failures() if exc.history else {},
                       failure_examples=first_failures(exc.history) if exc.history else {},

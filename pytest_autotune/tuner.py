@@ -10,6 +10,7 @@ Usable from plain Python; the pytest plugin is one client of it::
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -114,7 +115,7 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
          on_record: Callable[[EvaluationRecord, Evaluator], None] | None = None,
          keep_outputs: bool = True, runners_up: int = RUNNERS_UP, incumbent: Mapping[str, Any] | None = None,
          seeds: Sequence[Mapping[str, Any]] = (), confirm_rounds: int = CONFIRM_ROUNDS,
-         confirm_top: int = CONFIRM_TOP) -> TuneResult:
+         confirm_top: int = CONFIRM_TOP, early_stop: bool = True) -> TuneResult:
     """Search ``params`` under ``restrictions`` with ``strategy`` on ``runner``; return the verified winner.
 
     ``budget`` is a number of unique evaluations or a duration (``"90s"``).
@@ -128,6 +129,12 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
     the same conditions), and the winner is the lowest median of those pooled
     samples, which also become its statistics. The winner is then measured
     once more with its outputs kept, so the caller gets fresh outputs.
+
+    ``early_stop`` (and the runner's ``measure.early_stop``): a configuration
+    whose first timed runs are far slower than the best so far stops being
+    timed (:class:`~pytest_autotune.measure.EarlyStop`); it is flagged, its
+    partial value reaches the strategy, and it is never a finalist, the
+    winner or a runner-up.
     """
     if space is None:
         if params is None:
@@ -142,7 +149,8 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
         search.profiler = runner.profile  # type: ignore[attr-defined]
     first = [incumbent] if incumbent is not None else []
     seed_rows = [row for row in (space.find(dict(p)) for p in [*first, *seeds]) if row >= 0]
-    evaluator = Evaluator(space, runner.evaluate, budget, cache=cache, on_record=on_record, seeds=seed_rows)
+    evaluator = Evaluator(space, runner.evaluate, budget, cache=cache, on_record=on_record, seeds=seed_rows,
+                          early_stop=early_stop and stops_early(runner))
     history = evaluator.run(search)
     ranked = history.ranked()
     if not ranked:
@@ -168,6 +176,15 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
         strategy={"name": search.name, "hyperparameters": search.hyperparameters(), "seed": seed},
         device=runner.device(), space=space, outputs=outputs, confirmation=confirmation,
         incumbent=dict(incumbent) if incumbent is not None else None)
+
+
+def stops_early(runner: Runner) -> bool:
+    """Whether ``runner.evaluate`` takes an early-stop cutoff and its measure options allow one."""
+    try:
+        takes_stop = "stop" in inspect.signature(runner.evaluate).parameters
+    except (TypeError, ValueError):
+        takes_stop = False
+    return takes_stop and bool(getattr(getattr(runner, "measure", None), "early_stop", True))
 
 
 def _objective_name(runner: Runner) -> str:

@@ -59,7 +59,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..measure import MeasureOptions
+from ..measure import EarlyStop, MeasureOptions
 from ..results import FailureKind, Measurement
 from .device import DeviceInfo
 from .errors import BackendUnavailable, SpecError
@@ -268,7 +268,8 @@ class IsolatedExecutor:
         assert self._info is not None
         return dict(self._info[1])
 
-    def evaluate(self, params: Mapping[str, Any], keep_outputs: bool = False) -> Measurement:
+    def evaluate(self, params: Mapping[str, Any], keep_outputs: bool = False,
+                 stop: EarlyStop | None = None) -> Measurement:
         params = dict(params)
         start = perf_counter()
         start_s = 0.0
@@ -277,7 +278,7 @@ class IsolatedExecutor:
             start_s = self._start()
         assert self._worker is not None
         try:
-            self._worker.conn.send(("eval", params, keep_outputs))
+            self._worker.conn.send(("eval", params, keep_outputs, stop))
             outcome = self._wait()
         except BaseException:
             self._kill()  # interrupted mid-evaluation: never leave a busy worker behind
@@ -429,14 +430,17 @@ class HostedRunner:
     def constants(self) -> dict[str, Any]:
         return self._impl.constants()
 
-    def evaluate(self, params: Mapping[str, Any], keep_outputs: bool = False) -> Measurement:
+    def evaluate(self, params: Mapping[str, Any], keep_outputs: bool = False,
+                 stop: EarlyStop | None = None) -> Measurement:
         """Compile, verify and time one configuration; never raises for a bad one.
 
         With ``keep_outputs=True`` the argument values after the verification
         run are in ``measurement.extra["outputs"]`` (aligned with the args).
+        ``stop``: end the timing early when the first runs are hopeless
+        (:class:`~pytest_autotune.measure.EarlyStop`; the search passes it).
         """
         start = perf_counter()
-        measurement = self._impl.evaluate(params, keep_outputs=keep_outputs)
+        measurement = self._impl.evaluate(params, keep_outputs=keep_outputs, stop=stop)
         if self._parent_spec is not None and measurement.ok:
             measurement = self._verify_here(measurement, keep_outputs)
         measurement.timings.setdefault("wall_s", perf_counter() - start)

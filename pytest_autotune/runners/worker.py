@@ -12,7 +12,7 @@ Protocol on ``CONN_FD`` (a :class:`multiprocessing.connection.Connection`):
    before anything of the caller's is unpickled;
 2. parent -> the :class:`~.isolation.ExecutorRecipe`;
    worker -> ``("ready", device, constants)`` or ``("init_error", exc, text)``;
-3. parent -> ``("eval", params, keep_outputs)``; worker -> ``("result",
+3. parent -> ``("eval", params, keep_outputs, stop)``; worker -> ``("result",
    measurement, healthy)`` or ``("raise", exc, text)``; ``("close",)`` or
    end of file ends the worker.
 
@@ -126,9 +126,11 @@ def serve(conn: Connection, board: HeartbeatBoard) -> None:
                 return  # parent went away
             if message[0] == "close":
                 return
-            _, params, keep_outputs = message
+            _, params, keep_outputs, stop = message
             try:
-                measurement = executor.evaluate(params, keep_outputs=keep_outputs)
+                # an executor that times nothing need not know about early stopping
+                more = {"stop": stop} if stop is not None else {}
+                measurement = executor.evaluate(params, keep_outputs=keep_outputs, **more)
             except BaseException as exc:
                 conn.send(("raise", _safe_exception(exc), traceback.format_exc()))
                 continue
