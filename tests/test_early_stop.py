@@ -34,8 +34,8 @@ def test_cutoff_is_factor_times_the_best_and_absent_before_anything_ran():
     assert EarlyStop.after_best(float("nan")) is None
     stop = EarlyStop.after_best(2.0)
     assert stop == EarlyStop(EARLY_STOP_RUNS, EARLY_STOP_FACTOR * 2.0)
-    assert stop.hopeless([7.0, 6.5, 6.1, 0.1]) and not stop.hopeless([7.0, 5.0, 9.0])  # the minimum decides
-    assert not stop.hopeless([7.0, 7.0])  # fewer runs than it needs
+    assert stop.hopeless([7.0, 6.5, 6.1, 4.1, 0.1]) and not stop.hopeless([7.0, 3.0, 9.0, 9.0])  # the minimum decides
+    assert not stop.hopeless([7.0] * (EARLY_STOP_RUNS - 1))  # fewer runs than it needs
     with pytest.raises(ValueError, match="runs"):
         EarlyStop(0, 1.0)
 
