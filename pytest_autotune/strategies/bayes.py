@@ -20,7 +20,7 @@ Optimization for auto-tuning GPU kernels" (PMBS 2021; Kernel Tuner's
   exploration factor, alone or as the ``multi`` / ``advanced_multi``
   portfolios (see :mod:`._acquisition`).
 
-Three additions to the published method (each a hyperparameter; all three
+Four additions to the published method (each a hyperparameter; all four
 off is the method as published):
 
 * ``centre_first`` (default on): the initial sample starts at the centre
@@ -36,6 +36,15 @@ off is the method as published):
   the GP (:meth:`BayesianOptimization.encode_indices`) instead of an
   invented order; numeric spaces are unaffected (same proposals). On the
   recorded CPU matmul: -1.44 -> -0.20 (200 seeds).
+* ``cover_unordered`` (default on): the initial sample is at least as large
+  as the number of values of the largest unordered parameter, and the point
+  that gives way to the centre is one repeating the centre's unordered
+  values, so the Latin hypercube shows the GP every value once. A one-hot
+  value without an observation is invisible to the GP (its prediction is
+  the mean of everything), so EI kept refining the values it had seen: on
+  the recorded CPU matmul (6 loop orders, 2 fast; budget 20, a 4-point
+  sample) ``auto`` -0.05 -> 0.40 (200 seeds). Spaces without an unordered
+  parameter are unaffected.
 * ``failure_model`` (default on): a separate model of where configurations
   fail (:mod:`._feasibility`, a kernel-weighted failure rate, length scale
   ``failure_lengthscale``) weights EI and PI by the predicted chance that a
