@@ -155,6 +155,11 @@ def run_one(task: Mapping[str, Any]) -> dict[str, Any]:
             "evaluations": len(rows), "wall_s": time.perf_counter() - t0}
 
 
+def slim(run: Mapping[str, Any], rule: str) -> dict[str, Any]:
+    """A run for the JSON: the product path and the default rule's replay (the grid is in the summary)."""
+    return {**{k: v for k, v in run.items() if k != "grid"}, "replay": run["grid"][rule]}
+
+
 def factors_of(rule: str) -> tuple[int, float]:
     k, c = rule[1:].split("c")
     return int(k), float(c)
@@ -277,7 +282,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                         "seeds": list(range(args.seed0, args.seed0 + args.runs)),
                                         "default_rule": default_rule, "near": NEAR,
                                         "elapsed_s": time.perf_counter() - t0, **environment()},
-                               "summary": summary, "runs": results})
+                               "summary": summary, "runs": [slim(r, default_rule) for r in results]})
     return 0
 
 
