@@ -160,7 +160,10 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
                     None)
     if defended is not None and defended not in finalists:
         finalists.append(defended)
-    confirmation = confirm(runner, [r.params for r in finalists], confirm_rounds) if len(finalists) > 1 else {}
+    # the incumbent is re-timed even alone (every other candidate failed or was stopped early): the caller
+    # compares its samples of this session with the lock's
+    confirmation = confirm(runner, [r.params for r in finalists], confirm_rounds) \
+        if len(finalists) > 1 or defended is not None else {}
     best = min(finalists, key=lambda r: _confirmed_median(confirmation, r))
     samples = confirmation.get(params_key(best.params)) or best.measurement.samples or [best.value]
     outputs = None

@@ -9,7 +9,7 @@ import pytest
 from pytest_autotune import tune
 from pytest_autotune.marker import parse_marker
 from pytest_autotune.measure import EARLY_STOP_FACTOR, EARLY_STOP_RUNS, EarlyStop, MeasureOptions, time_runs
-from pytest_autotune.results import Measurement
+from pytest_autotune.results import FailureKind, Measurement
 from pytest_autotune.runners import KernelSpec, backend_available, make_runner
 from pytest_autotune.runners.callable_runner import CallableRunner
 from pytest_autotune.runners.device import DeviceInfo
@@ -128,6 +128,31 @@ def test_an_early_stopped_configuration_never_wins_nor_is_a_runner_up():
     assert result.confirmed_samples({"x": 0}) is None  # not even a finalist
     # the first evaluation has no best to compare with; the others get 3x the best so far
     assert runner.stops[0] is None and runner.stops[1] == EarlyStop(EARLY_STOP_RUNS, EARLY_STOP_FACTOR * 2.0)
+
+
+class IncumbentAlone(PartialLooksBest):
+    """x=1 is fast; the others are hopeless once x=1 was timed (or fail: the older way to be alone)."""
+
+    fail_others = False
+
+    def evaluate(self, params: Mapping[str, Any], keep_outputs: bool = False,
+                 stop: EarlyStop | None = None) -> Measurement:
+        if params["x"] == 1:
+            return Measurement(dict(params), value=1.0, samples=[1.0] * 7)
+        if self.fail_others:
+            return Measurement.failed(params, FailureKind.RUNTIME, "boom")
+        assert stop is not None
+        return Measurement(dict(params), value=9.0, samples=[9.0] * stop.runs, early_stopped=True)
+
+
+@pytest.mark.parametrize("fail_others", [False, True])
+def test_an_incumbent_left_alone_is_still_retimed_for_the_lock_decision(fail_others):
+    runner = IncumbentAlone()
+    runner.fail_others = fail_others
+    result = tune(runner, space=SearchSpace({"x": [0, 1, 2]}), strategy="brute_force", budget=3,
+                  keep_outputs=False, incumbent={"x": 1})
+    assert [r.params for r in result.history.ranked()] == [{"x": 1}]
+    assert result.params == {"x": 1} and result.confirmed_samples({"x": 1})  # else: "no longer runs"
 
 
 def test_disabled_no_cutoff_reaches_the_runner():
