@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from .measure import EarlyStop
 from .results import FailureKind, Measurement
 from .space import SearchSpace
 from .strategies.base import Strategy
@@ -79,6 +80,11 @@ class EvaluationRecord:
     def value(self) -> float | None:
         return self.measurement.value if self.measurement.ok else None
 
+    @property
+    def eligible(self) -> bool:
+        """Ran, and was timed in full: a candidate for winner or runner-up (never an early-stopped one)."""
+        return self.value is not None and not self.measurement.early_stopped
+
 
 @dataclass
 class SearchHistory:
@@ -93,7 +99,7 @@ class SearchHistory:
 
     @property
     def best(self) -> EvaluationRecord | None:
-        ok = [r for r in self.records if r.value is not None]
+        ok = [r for r in self.records if r.eligible]
         return min(ok, key=lambda r: r.value) if ok else None  # type: ignore[arg-type,return-value]
 
     def failures(self) -> dict[str, int]:
@@ -104,14 +110,14 @@ class SearchHistory:
         out = np.full(len(self.records), np.nan)
         best = np.inf
         for i, r in enumerate(self.records):
-            if r.value is not None and r.value < best:
+            if r.eligible and r.value < best:  # type: ignore[operator]
                 best = r.value
             out[i] = best if np.isfinite(best) else np.nan
         return out
 
     def ranked(self, k: int | None = None) -> list[EvaluationRecord]:
-        """Valid evaluations from best to worst (the winner first, then runners-up)."""
-        ok = sorted((r for r in self.records if r.value is not None), key=lambda r: r.value)  # type: ignore[arg-type,return-value]
+        """Valid, fully timed evaluations from best to worst (the winner first, then runners-up)."""
+        ok = sorted((r for r in self.records if r.eligible), key=lambda r: r.value)  # type: ignore[arg-type,return-value]
         return ok if k is None else ok[:k]
 
 
@@ -133,13 +139,17 @@ class Evaluator:
     ``prefetch(params)`` is called with the pending, not yet measured
     configurations whenever new ones were proposed (a compile pool starts
     on them).
+    ``early_stop``: each measurement gets the cutoff of
+    :meth:`~pytest_autotune.measure.EarlyStop.after_best` from the best fully
+    timed value so far, as ``objective(params, stop=...)`` (the objective must
+    accept it); the strategy sees what was measured.
     """
 
     def __init__(self, space: SearchSpace, objective: Objective, budget: Budget | int | str | None = None,
                  cache: Mapping[int, Measurement] | None = None,
                  on_record: Callable[[EvaluationRecord, "Evaluator"], None] | None = None,
                  clock: Callable[[], float] = time.perf_counter, seeds: Sequence[int] = (),
-                 batch_size: int = 1, prefetch: Prefetch | None = None):
+                 batch_size: int = 1, prefetch: Prefetch | None = None, early_stop: bool = False):
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         self.space = space
@@ -154,6 +164,8 @@ class Evaluator:
         self.seeds = [int(r) for r in seeds]
         self.batch_size = int(batch_size)
         self.prefetch = prefetch
+        self.early_stop = early_stop
+        self._best: float | None = None  # best fully timed value so far (the early-stop reference)
 
     @property
     def evaluations(self) -> int:
@@ -178,7 +190,8 @@ class Evaluator:
             params = self.space.get(row)
             if row in self.preloaded:
                 return self.preloaded[row]
-            return self.objective(params)
+            stop = EarlyStop.after_best(self._best) if self.early_stop else None
+            return self.objective(params, stop=stop) if stop is not None else self.objective(params)  # type: ignore[call-arg]
         vec = np.clip(np.asarray(proposal, dtype=np.int64), 0, self.space.sizes - 1)
         params = self.space.vector_to_config(vec)
         return Measurement.failed(params, FailureKind.INVALID, "violates the search-space restrictions")
@@ -188,6 +201,8 @@ class Evaluator:
                                   measurement, spent)
         self._seen[key] = record
         self._rows_seen += row >= 0
+        if record.eligible and (self._best is None or record.value < self._best):  # type: ignore[operator]
+            self._best = record.value
         self.history.records.append(record)
         if self.on_record is not None:
             self.on_record(record, self)

@@ -299,7 +299,7 @@ class Autotune:
         try:
             result = tune(runner, space=space, strategy=s.strategy, budget=s.budget, seed=s.seed,
                           cache=cached, on_record=on_record, incumbent=incumbent, seeds=warm.seeds if warm else (),
-                          compile_workers=opts.compile_workers)
+                          compile_workers=opts.compile_workers, early_stop=s.measure.early_stop)
         except TuneError as exc:
             self._row(k.label, "tune", "failed", failures=exc.history.failures() if exc.history else {},
                       failure_examples=first_failures(exc.history) if exc.history else {},

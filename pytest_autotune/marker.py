@@ -106,6 +106,8 @@ def parse_marker(args: Sequence[Any], kwargs: Mapping[str, Any], defaults: Mappi
         measure = MeasureOptions.coerce(kwargs.get("measure"))
     except (ValueError, TypeError) as exc:
         raise _fail("measure", str(exc)) from None
+    if defaults.get("early_stop") is False:  # --autotune-no-early-stop / ini autotune_early_stop = false
+        measure = measure.with_(early_stop=False)
 
     _check_space(dict(params), list(restrictions), dict(constants))
     return TuneSettings(params={k: list(v) for k, v in params.items()}, restrictions=list(restrictions),

@@ -42,6 +42,8 @@ INI_OPTIONS = {
                                  "(1 = compile inline) or auto (CPU cores minus one)", "auto"),
     "autotune_incomparable": ("what the gate does on a machine whose probes differ from the lock's: warn, skip "
                               "or fail", "warn"),
+    "autotune_early_stop": ("stop timing configurations whose first runs are far slower than the best so far "
+                            "(true/false)", "true"),
 }
 
 
@@ -77,6 +79,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="default gate tolerance as a fraction (ini: autotune_tolerance)")
     group.addoption("--autotune-alpha", type=float, default=None, help="gate significance (ini: autotune_alpha)")
     group.addoption("--autotune-seed", type=int, default=None, help="default strategy seed")
+    group.addoption("--autotune-no-early-stop", action="store_true", default=False,
+                    help="time every configuration in full (ini: autotune_early_stop = false)")
     group.addoption("--autotune-ranking", action="store_true", default=False,
                     help="gate: also re-time the locked runners-up and report a stale lock when one now wins")
     group.addoption("--autotune-report", default=None, metavar="PATH", help="write a JSON report of the run")
@@ -122,7 +126,8 @@ def _validated_defaults(config: pytest.Config) -> dict[str, Any]:
         Budget.parse(budget)
     except ValueError as exc:
         raise pytest.UsageError(f"{where}={raw_budget}: {exc}") from None
-    values: dict[str, Any] = {"strategy": strategy, "budget": budget, "seed": opt("autotune_seed")}
+    values: dict[str, Any] = {"strategy": strategy, "budget": budget, "seed": opt("autotune_seed"),
+                              "early_stop": _early_stop_default(config)}
     for name, (low, high, example) in {"tolerance": (0.0, 10.0, "0.10 for 10%"), "alpha": (0.0, 1.0, "0.01")}.items():
         raw, where = source(f"--autotune-{name}", f"autotune_{name}")
         try:
@@ -145,6 +150,15 @@ def _compile_workers(config: pytest.Config) -> int:
         return parse_compile_workers(raw, sharing)
     except ValueError as exc:
         raise pytest.UsageError(f"{where}={raw}: {exc}") from None
+
+
+def _early_stop_default(config: pytest.Config) -> bool:
+    if config.getoption("autotune_no_early_stop"):
+        return False
+    raw = str(config.getini("autotune_early_stop")).strip().lower()
+    if raw not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
+        raise pytest.UsageError(f"ini option autotune_early_stop={raw}: expected true or false")
+    return raw in ("true", "1", "yes", "on")
 
 
 def _scratch_dir(config: pytest.Config, rootdir: Path) -> Path:

@@ -35,6 +35,10 @@ class Measurement:
     ``value`` is the objective (lower is better; milliseconds for time) or
     ``None`` when ``failure`` is set. ``samples`` keeps every timed run so the
     regression gate can test distributions, not just medians.
+    ``early_stopped``: timing ended after the first runs because they were far
+    slower than the best so far (:class:`~pytest_autotune.measure.EarlyStop`);
+    ``value`` and ``samples`` are what was measured, and such a configuration
+    is never a winner nor a runner-up.
     """
 
     params: Mapping[str, Any]
@@ -44,6 +48,7 @@ class Measurement:
     detail: str = ""  # compiler log, error message, largest verification error
     timings: dict[str, float] = field(default_factory=dict)  # compile_s, verify_s, bench_s, ...
     extra: dict[str, Any] = field(default_factory=dict)  # runner specific (counters, geometry)
+    early_stopped: bool = False
 
     @property
     def ok(self) -> bool:

@@ -74,14 +74,15 @@ class ScratchCache:
                 failure = FailureKind(data["failure"]) if data.get("failure") else None
                 found[row] = Measurement(params=data["params"], value=data.get("value"),
                                          samples=list(data.get("samples", [])), failure=failure,
-                                         detail=data.get("detail", ""), timings=dict(data.get("timings", {})))
+                                         detail=data.get("detail", ""), timings=dict(data.get("timings", {})),
+                                         early_stopped=bool(data.get("early_stopped", False)))
         return found
 
     def append(self, m: Measurement) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         record: dict[str, Any] = {"params": dict(m.params), "value": m.value, "samples": list(m.samples),
                                   "failure": str(m.failure) if m.failure else None, "detail": m.detail[:2000],
-                                  "timings": dict(m.timings)}
+                                  "timings": dict(m.timings), "early_stopped": m.early_stopped}
         line = (json.dumps(record, default=str) + "\n").encode("utf-8")
         with open(self.path, "ab+") as fh:
             # A crash mid-write leaves a torn last line: start on a fresh one, or the first

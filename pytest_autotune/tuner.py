@@ -10,6 +10,7 @@ Usable from plain Python; the pytest plugin is one client of it::
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -117,7 +118,7 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
          seeds: Sequence[Mapping[str, Any]] = (), confirm_rounds: int = CONFIRM_ROUNDS,
          confirm_top: int = CONFIRM_TOP, batch_size: int = 1,
          prefetch: Callable[[list[dict[str, Any]]], None] | None = None,
-         compile_workers: int | None = None) -> TuneResult:
+         compile_workers: int | None = None, early_stop: bool = True) -> TuneResult:
     """Search ``params`` under ``restrictions`` with ``strategy`` on ``runner``; return the verified winner.
 
     ``budget`` is a number of unique evaluations or a duration (``"90s"``).
@@ -137,6 +138,11 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
 
     ``batch_size`` configurations are kept pending at once and ``prefetch``
     is handed them as they are proposed (see :class:`Evaluator`).
+    ``early_stop`` (and the runner's ``measure.early_stop``): a configuration
+    whose first timed runs are far slower than the best so far stops being
+    timed (:class:`~pytest_autotune.measure.EarlyStop`); it is flagged, its
+    partial value reaches the strategy, and it is never a finalist, the
+    winner or a runner-up.
     """
     if space is None:
         if params is None:
@@ -154,7 +160,8 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
     with compile_ahead(runner, compile_workers) as compiling:
         batch_size, prefetch = pipelined(batch_size, prefetch, compiling, compile_workers)
         evaluator = Evaluator(space, runner.evaluate, budget, cache=cache, on_record=on_record, seeds=seed_rows,
-                              batch_size=batch_size, prefetch=prefetch)
+                              batch_size=batch_size, prefetch=prefetch,
+                              early_stop=early_stop and stops_early(runner))
         history = evaluator.run(search)
     ranked = history.ranked()
     if not ranked:
@@ -164,7 +171,10 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
                     None)
     if defended is not None and defended not in finalists:
         finalists.append(defended)
-    confirmation = confirm(runner, [r.params for r in finalists], confirm_rounds) if len(finalists) > 1 else {}
+    # the incumbent is re-timed even alone (every other candidate failed or was stopped early): the caller
+    # compares its samples of this session with the lock's
+    confirmation = confirm(runner, [r.params for r in finalists], confirm_rounds) \
+        if len(finalists) > 1 or defended is not None else {}
     best = min(finalists, key=lambda r: _confirmed_median(confirmation, r))
     samples = confirmation.get(params_key(best.params)) or best.measurement.samples or [best.value]
     outputs = None
@@ -180,6 +190,15 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
         strategy={"name": search.name, "hyperparameters": search.hyperparameters(), "seed": seed},
         device=runner.device(), space=space, outputs=outputs, confirmation=confirmation,
         incumbent=dict(incumbent) if incumbent is not None else None)
+
+
+def stops_early(runner: Runner) -> bool:
+    """Whether ``runner.evaluate`` takes an early-stop cutoff and its measure options allow one."""
+    try:
+        takes_stop = "stop" in inspect.signature(runner.evaluate).parameters
+    except (TypeError, ValueError):
+        takes_stop = False
+    return takes_stop and bool(getattr(getattr(runner, "measure", None), "early_stop", True))
 
 
 def _objective_name(runner: Runner) -> str:

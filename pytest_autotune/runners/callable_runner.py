@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..measure import MeasureOptions, time_runs
+from ..measure import EarlyStop, MeasureOptions, time_runs
 from ..results import FailureKind, Measurement
 from ..verify import verify_outputs
 from .device import DeviceInfo, cpu_constants, cuda_constants, detect_cpu_device, detect_cuda_device_cupy
@@ -111,7 +111,8 @@ class CallableExecutor(Executor):
             self.sync()
         return outputs
 
-    def evaluate(self, params: Mapping[str, Any], keep_outputs: bool = False) -> Measurement:
+    def evaluate(self, params: Mapping[str, Any], keep_outputs: bool = False,
+                 stop: EarlyStop | None = None) -> Measurement:
         params = dict(params)
         start = perf_counter()
         timings: dict[str, float] = {}
@@ -149,7 +150,7 @@ class CallableExecutor(Executor):
 
         t = perf_counter()
         try:
-            samples = time_runs(run, self.measure, on_run=lambda: self.heartbeat("run"))
+            samples = time_runs(run, self.measure, on_run=lambda: self.heartbeat("run"), stop=stop)
         except InvalidConfiguration as exc:
             return failed(FailureKind.INVALID, str(exc))
         except (SpecError, KeyboardInterrupt):
@@ -159,7 +160,7 @@ class CallableExecutor(Executor):
         finally:
             self.heartbeat("idle")
         timings["bench_s"] = perf_counter() - t
-        return self._timed_measurement(params, samples, self.measure, timings, extra, start)
+        return self._timed_measurement(params, samples, self.measure, timings, extra, start, stop)
 
 
 class CallableRunner(HostedRunner):

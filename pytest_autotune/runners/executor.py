@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..measure import MeasureOptions, TimingStats, time_runs
+from ..measure import EarlyStop, MeasureOptions, TimingStats, time_runs
 from ..results import FailureKind, Measurement
 from ..verify import verify_outputs
 from .device import DeviceInfo
@@ -81,20 +81,23 @@ class Executor(abc.ABC):
     def constants(self) -> dict[str, Any]: ...
 
     @abc.abstractmethod
-    def evaluate(self, params: Mapping[str, Any], keep_outputs: bool = False) -> Measurement: ...
+    def evaluate(self, params: Mapping[str, Any], keep_outputs: bool = False,
+                 stop: EarlyStop | None = None) -> Measurement: ...
 
     def close(self) -> None:
         return None
 
     def _timed_measurement(self, params: Mapping[str, Any], samples: Sequence[float], measure: MeasureOptions,
-                           timings: dict[str, float], extra: dict[str, Any], start: float) -> Measurement:
+                           timings: dict[str, float], extra: dict[str, Any], start: float,
+                           stop: EarlyStop | None = None) -> Measurement:
         """The successful measurement of ``params`` from its timed samples (``start``: when evaluation began)."""
         stats = TimingStats.from_samples(samples)
         extra["stats"] = stats.as_dict(samples=False)
         extra["objective"] = measure.objective
         timings["total_s"] = perf_counter() - start
         return Measurement(params=params, value=stats.objective(measure.objective), samples=stats.samples,
-                           timings=timings, extra=extra)
+                           timings=timings, extra=extra,
+                           early_stopped=bool(stop is not None and measure.early_stop and stop.hopeless(samples)))
 
 
 def output_copies(outputs: Sequence[Any]) -> list[Any]:
@@ -170,8 +173,10 @@ class CompiledKernelExecutor(Executor):
         if self.measure.flush_l2:
             self.flush_cache()
 
-    def evaluate(self, params: Mapping[str, Any], keep_outputs: bool = False, artefact: Any = None) -> Measurement:
-        """Compile (or, given a compile pool's ``artefact``, load), verify and time one configuration."""
+    def evaluate(self, params: Mapping[str, Any], keep_outputs: bool = False, artefact: Any = None,
+                 stop: EarlyStop | None = None) -> Measurement:
+        """Compile (or, given a compile pool's ``artefact``, load), verify and time one configuration;
+        ``stop``: the early-stop cutoff of a search."""
         params = dict(params)
         start = perf_counter()
         timings: dict[str, float] = {}
@@ -218,7 +223,7 @@ class CompiledKernelExecutor(Executor):
             reason = self._guarded("launch", lambda: self.check_compiled(kernel, geometry))
             if reason:
                 return failed(FailureKind.RESOURCES, reason, **extra)
-            return self._run_and_time(params, kernel, geometry, keep_outputs, timings, extra, start)
+            return self._run_and_time(params, kernel, geometry, keep_outputs, timings, extra, start, stop)
         except RunFailure as exc:
             if exc.poisoned:
                 self.healthy = False
@@ -246,6 +251,7 @@ class CompiledKernelExecutor(Executor):
         timings: dict[str, float],
         extra: dict[str, Any],
         start: float,
+        stop: EarlyStop | None = None,
     ) -> Measurement:
         self.heartbeat("run")
         t = perf_counter()
@@ -275,10 +281,11 @@ class CompiledKernelExecutor(Executor):
                     self.measure,
                     prepare=self.prepare_run,
                     on_run=lambda: self.heartbeat("run"),
+                    stop=stop,
                 ),
             )
         timings["bench_s"] = perf_counter() - t
-        return self._timed_measurement(params, samples, self.measure, timings, extra, start)
+        return self._timed_measurement(params, samples, self.measure, timings, extra, start, stop)
 
 
 def check_launch_limits(geometry: Geometry, limits: Mapping[str, Any]) -> str | None:

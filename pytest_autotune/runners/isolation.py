@@ -60,7 +60,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
-from ..measure import MeasureOptions
+from ..measure import EarlyStop, MeasureOptions
 from ..results import FailureKind, Measurement
 from .device import DeviceInfo
 from .errors import BackendUnavailable, SpecError
@@ -271,9 +271,11 @@ class IsolatedExecutor:
         return dict(self._info[1])
 
     def evaluate(self, params: Mapping[str, Any], keep_outputs: bool = False, artefact: Any = None,
-                 timing_window: Callable[[], AbstractContextManager[Any]] | None = None) -> Measurement:
+                 timing_window: Callable[[], AbstractContextManager[Any]] | None = None,
+                 stop: EarlyStop | None = None) -> Measurement:
         """Evaluate in the worker; ``artefact``: compiled ahead by a pool; ``timing_window``: entered here
-        while the worker times the kernel (the worker asks for it and waits until it is entered)."""
+        while the worker times the kernel (the worker asks for it and waits until it is entered);
+        ``stop``: the early-stop cutoff of a search."""
         params = dict(params)
         start = perf_counter()
         start_s = 0.0
@@ -282,7 +284,7 @@ class IsolatedExecutor:
             start_s = self._start()
         assert self._worker is not None
         try:
-            message: tuple[Any, ...] = ("eval", params, keep_outputs)
+            message: tuple[Any, ...] = ("eval", params, keep_outputs, stop)
             if artefact is not None or timing_window is not None:
                 message += (artefact, timing_window is not None)
             self._worker.conn.send(message)
@@ -480,7 +482,8 @@ class HostedRunner:
     def compile_pool(self) -> CompilePool | None:
         return getattr(self, "_pool", None)
 
-    def _evaluate_compiled(self, params: Mapping[str, Any], keep_outputs: bool) -> Measurement:
+    def _evaluate_compiled(self, params: Mapping[str, Any], keep_outputs: bool,
+                           stop: EarlyStop | None = None) -> Measurement:
         """Through the compile pool: a failed compile or static check never reaches the device stage."""
         pool = self._pool
         assert pool is not None
@@ -489,25 +492,30 @@ class HostedRunner:
             return artefact.failed_measurement(params)
         # every timed window pauses the pool's compilers, whoever compiled the kernel being timed
         window = pool.timing_window if pool.stage.pause_while_timing else None
+        more: dict[str, Any] = {"stop": stop} if stop is not None else {}
         if self.isolate:
-            return self._impl.evaluate(params, keep_outputs=keep_outputs, artefact=artefact, timing_window=window)
+            return self._impl.evaluate(params, keep_outputs=keep_outputs, artefact=artefact, timing_window=window,
+                                       **more)
         self._impl.timing_window = window or nullcontext
         try:
-            return self._impl.evaluate(params, keep_outputs=keep_outputs, artefact=artefact)
+            return self._impl.evaluate(params, keep_outputs=keep_outputs, artefact=artefact, **more)
         finally:
             self._impl.timing_window = nullcontext
 
-    def evaluate(self, params: Mapping[str, Any], keep_outputs: bool = False) -> Measurement:
+    def evaluate(self, params: Mapping[str, Any], keep_outputs: bool = False,
+                 stop: EarlyStop | None = None) -> Measurement:
         """Compile, verify and time one configuration; never raises for a bad one.
 
         With ``keep_outputs=True`` the argument values after the verification
         run are in ``measurement.extra["outputs"]`` (aligned with the args).
+        ``stop``: end the timing early when the first runs are hopeless
+        (:class:`~pytest_autotune.measure.EarlyStop`; the search passes it).
         """
         start = perf_counter()
         if getattr(self, "_pool", None) is not None:
-            measurement = self._evaluate_compiled(params, keep_outputs)
+            measurement = self._evaluate_compiled(params, keep_outputs, stop)
         else:
-            measurement = self._impl.evaluate(params, keep_outputs=keep_outputs)
+            measurement = self._impl.evaluate(params, keep_outputs=keep_outputs, stop=stop)
         if self._parent_spec is not None and measurement.ok:
             measurement = self._verify_here(measurement, keep_outputs)
         measurement.timings.setdefault("wall_s", perf_counter() - start)

@@ -34,7 +34,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..measure import MeasureOptions
+from ..measure import EarlyStop, MeasureOptions
 from ..results import FailureKind, Measurement
 from .device import DeviceInfo
 from .errors import BackendUnavailable, InvalidConfiguration
@@ -161,7 +161,9 @@ class OclgrindExecutor(Executor):
     def constants(self) -> dict[str, Any]:
         return {}
 
-    def evaluate(self, params: Mapping[str, Any], keep_outputs: bool = False) -> Measurement:
+    def evaluate(self, params: Mapping[str, Any], keep_outputs: bool = False,
+                 stop: EarlyStop | None = None) -> Measurement:
+        """Check one configuration (``stop`` is ignored: nothing is timed here)."""
         params = dict(params)
         start = perf_counter()
 

@@ -31,7 +31,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..measure import MeasureOptions
+from ..measure import EarlyStop, MeasureOptions
 from ..results import FailureKind, Measurement
 from .device import DeviceInfo
 from .errors import BackendUnavailable, InvalidConfiguration, SpecError
@@ -209,12 +209,13 @@ class OpenCLExecutor(CompiledKernelExecutor):
     def classify(self, exc: BaseException, stage: str) -> RunFailure:
         return opencl_failure(self.cl, exc, stage)
 
-    def evaluate(self, params: Mapping[str, Any], keep_outputs: bool = False) -> Measurement:
+    def evaluate(self, params: Mapping[str, Any], keep_outputs: bool = False,
+                 stop: EarlyStop | None = None) -> Measurement:
         try:
             self.local = local_sizes(self.spec, params)
         except InvalidConfiguration as exc:
             return Measurement.failed(params, FailureKind.INVALID, str(exc))
-        return super().evaluate(params, keep_outputs)
+        return super().evaluate(params, keep_outputs, stop)
 
     # -- compile ---------------------------------------------------------------
     def check_geometry(self, geometry: Geometry) -> str | None:
@@ -332,14 +333,15 @@ class OpenCLRunner(HostedRunner):
                 super().close()
                 raise
 
-    def evaluate(self, params: Mapping[str, Any], keep_outputs: bool = False) -> Measurement:
+    def evaluate(self, params: Mapping[str, Any], keep_outputs: bool = False,
+                 stop: EarlyStop | None = None) -> Measurement:
         """Check under Oclgrind (with ``check``), then compile, verify and time on the device."""
         if self.checker is None:
-            return super().evaluate(params, keep_outputs)
+            return super().evaluate(params, keep_outputs, stop)
         verdict = self.checker.evaluate(params)
         if not verdict.ok:
             return verdict
-        measurement = super().evaluate(params, keep_outputs)
+        measurement = super().evaluate(params, keep_outputs, stop)
         measurement.timings["check_s"] = verdict.timings.get("wall_s", 0.0)
         return measurement
 

@@ -25,6 +25,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..datasets import RecordedSpace, SpaceDefinition, load_dataset
+from ..measure import EarlyStop
 from ..results import FailureKind, Measurement
 from .device import DeviceInfo
 from .errors import BackendUnavailable, SpecError
@@ -133,10 +134,13 @@ class ReplayRunner:
             return -1
         return self.recorded.space.find(params)
 
-    def evaluate(self, params: Mapping[str, Any], keep_outputs: bool = False) -> Measurement:
+    def evaluate(self, params: Mapping[str, Any], keep_outputs: bool = False,
+                 stop: EarlyStop | None = None) -> Measurement:
         """The recorded measurement of ``params`` (scaled, with noise); never raises for a bad configuration.
 
         ``keep_outputs`` is accepted for the tuner's sake; a recording has no kernel outputs to keep.
+        With ``stop``, a configuration whose first recorded runs are hopeless returns only those
+        runs (their median as the value), flagged ``early_stopped``.
         """
         self.evaluations += 1
         if not isinstance(params, Mapping):
@@ -155,6 +159,9 @@ class ReplayRunner:
         m.samples = (recorded * self.scale * factors).tolist()
         m.value = float(m.value * self.scale * factors.mean())
         m.extra.update(scale=self.scale, noise=self.noise)
+        if stop is not None and stop.hopeless(m.samples):
+            m.samples = m.samples[:stop.runs]
+            m.value, m.early_stopped = float(np.median(m.samples)), True
         return m
 
     def profile(self, params: Mapping[str, Any]) -> dict[str, float]:

@@ -12,8 +12,8 @@ Protocol on ``CONN_FD`` (a :class:`multiprocessing.connection.Connection`):
    before anything of the caller's is unpickled;
 2. parent -> the :class:`~.isolation.ExecutorRecipe`;
    worker -> ``("ready", device, constants)`` or ``("init_error", exc, text)``;
-3. parent -> ``("eval", params, keep_outputs)``, or with a compile pool
-   ``("eval", params, keep_outputs, artefact, pause)``; worker -> ``("result",
+3. parent -> ``("eval", params, keep_outputs, stop)``, or with a compile pool
+   ``("eval", params, keep_outputs, stop, artefact, pause)``; worker -> ``("result",
    measurement, healthy)`` or ``("raise", exc, text)``; ``("close",)`` or
    end of file ends the worker. With ``pause`` the worker sends ``("timing",
    True)`` before its timed runs and waits for ``("window open",)`` (the
@@ -118,14 +118,22 @@ def _timing_window(conn: Connection) -> Iterator[None]:
         conn.send(("timing", False))
 
 
-def _evaluate(executor: Any, conn: Connection, params: Any, keep_outputs: bool, artefact: Any = None,
-              pause: bool = False) -> Any:
-    """One evaluation; with a compile pool's ``artefact`` the executor loads it instead of compiling."""
-    if artefact is None and not pause:
-        return executor.evaluate(params, keep_outputs=keep_outputs)
-    executor.timing_window = (lambda: _timing_window(conn)) if pause else contextlib.nullcontext
+def _evaluate(executor: Any, conn: Connection, params: Any, keep_outputs: bool, stop: Any = None,
+              artefact: Any = None, pause: bool = False) -> Any:
+    """One evaluation; with a compile pool's ``artefact`` the executor loads it instead of compiling.
+
+    ``stop`` (early stopping) and ``artefact`` are passed only when set: an executor that times or
+    compiles nothing need not know about them."""
+    more: dict[str, Any] = {}
+    if stop is not None:
+        more["stop"] = stop
+    if artefact is not None:
+        more["artefact"] = artefact
+    if not pause:
+        return executor.evaluate(params, keep_outputs=keep_outputs, **more)
+    executor.timing_window = lambda: _timing_window(conn)
     try:
-        return executor.evaluate(params, keep_outputs=keep_outputs, artefact=artefact)
+        return executor.evaluate(params, keep_outputs=keep_outputs, **more)
     finally:
         executor.timing_window = contextlib.nullcontext
 
@@ -155,9 +163,9 @@ def serve(conn: Connection, board: HeartbeatBoard) -> None:
                 return  # parent went away
             if message[0] == "close":
                 return
-            _, params, keep_outputs, *compiled = message
+            _, params, keep_outputs, stop, *compiled = message
             try:
-                measurement = _evaluate(executor, conn, params, keep_outputs, *compiled)
+                measurement = _evaluate(executor, conn, params, keep_outputs, stop, *compiled)
             except BaseException as exc:
                 conn.send(("raise", _safe_exception(exc), traceback.format_exc()))
                 continue

@@ -74,13 +74,26 @@ comparison):
   0.88), tpe on GEMM; against every strategy of the run it is best or
   within one SE on 9-11 of 15.
 * On the recorded CPU matmul (``benchmarks/spaces``, budget 20, 200 seeds)
-  ``auto`` is only its first phase and scores -0.05 +/- 0.09: below Kernel
-  Tuner's bayes_opt (0.17), Optuna (0.14), our tpe (0.12) and shrinking
-  sample (0.43), above random (-0.12). Its exploration right after a
-  4-point design costs it there; the one-hot loop order (-1.44 before) and
-  the centre (-0.20 before) helped; a larger design would help there
-  (initial_fraction 0.5: 0.26, before the centre) but cost 0.07-0.08 on
-  the GPU spaces (0.4, seeds 0-39). Not solved.
+  ``auto`` is only its first phase. It scored -0.05 +/- 0.09 there, below
+  random search's expectation (0) on most seeds' early evaluations. Why:
+  the loop order is an unordered parameter (one-hot in the GP) whose 6
+  values decide almost everything (2 fast, 4 slow: 20% and 50% of the
+  space's times differ 5x), and the 4-point initial design (20% of 20) can
+  show the model at most 4 of them. A value no observation has is invisible
+  to the GP (its prediction there is the mean of everything), so EI kept
+  refining the slow orders it had seen (seed 9: 13 evaluations in the slow
+  four before the first ``ikj``). No failures, noise (32 runs, ~1%) or the
+  walk play a part. Fix (``bayes``'s ``cover_unordered``): the initial
+  sample is at least as large as the largest unordered parameter, so every
+  value is seen once. Same run (``strategies_cpu_matmul_cover.json``):
+  ``auto`` 0.399 +/- 0.030 (before: -0.050 +/- 0.088), random -0.122,
+  shrinking sample 0.429, Kernel Tuner's bayes_opt 0.111, Optuna 0.141.
+  None of the GPU spaces has an unordered parameter, so they search exactly
+  as before (0.773 on seeds 0-19). Alternatives on seeds 0-39 (auto then
+  -0.29 +/- 0.19, with the fix 0.48 +/- 0.05): a larger design overall
+  (initial_fraction 0.3: 0.40, 0.5: 0.22; both also change the GPU spaces,
+  where 0.4 cost 0.07-0.08), a log transform of the times -0.07, length
+  scale 0.75 -0.15, no contextual variance -1.57.
 """
 from __future__ import annotations
 

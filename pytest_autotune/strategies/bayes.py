@@ -20,7 +20,7 @@ Optimization for auto-tuning GPU kernels" (PMBS 2021; Kernel Tuner's
   exploration factor, alone or as the ``multi`` / ``advanced_multi``
   portfolios (see :mod:`._acquisition`).
 
-Three additions to the published method (each a hyperparameter; all three
+Four additions to the published method (each a hyperparameter; all four
 off is the method as published):
 
 * ``centre_first`` (default on): the initial sample starts at the centre
@@ -36,6 +36,15 @@ off is the method as published):
   the GP (:meth:`BayesianOptimization.encode_indices`) instead of an
   invented order; numeric spaces are unaffected (same proposals). On the
   recorded CPU matmul: -1.44 -> -0.20 (200 seeds).
+* ``cover_unordered`` (default on): the initial sample is at least as large
+  as the number of values of the largest unordered parameter, and the point
+  that gives way to the centre is one repeating the centre's unordered
+  values, so the Latin hypercube shows the GP every value once. A one-hot
+  value without an observation is invisible to the GP (its prediction is
+  the mean of everything), so EI kept refining the values it had seen: on
+  the recorded CPU matmul (6 loop orders, 2 fast; budget 20, a 4-point
+  sample) ``auto`` -0.05 -> 0.40 (200 seeds). Spaces without an unordered
+  parameter are unaffected.
 * ``failure_model`` (default on): a separate model of where configurations
   fail (:mod:`._feasibility`, a kernel-weighted failure rate, length scale
   ``failure_lengthscale``) weights EI and PI by the predicted chance that a
@@ -330,6 +339,7 @@ class BayesianOptimization(Strategy):
         initial_samples: int = 20  # valid points of the maximin Latin-hypercube initial sample
         initial_fraction: float = 0.2  # at most this fraction of the budget goes to the initial sample
         centre_first: bool = True  # the initial sample starts at the middle value of every ordered parameter
+        cover_unordered: bool = True  # the initial sample holds every value of each unordered parameter (see the doc)
         order: tuple = ("ei", "poi", "lcb")  # functions of the multi portfolios, in round-robin order
         skip_threshold: int = 5  # multi: duplicate rounds before skipping; advanced: marks to drop/promote
         required_improvement: float = 0.1  # advanced_multi: relative distance from the mean for a mark
@@ -368,6 +378,8 @@ class BayesianOptimization(Strategy):
                   f"must be in (0, 1], got {self.initial_fraction!r}")
             check(isinstance(self.centre_first, (bool, np.bool_)), "centre_first",
                   f"must be true or false, got {self.centre_first!r}")
+            check(isinstance(self.cover_unordered, (bool, np.bool_)), "cover_unordered",
+                  f"must be true or false, got {self.cover_unordered!r}")
             order = self.order
             check(isinstance(order, (list, tuple)) and len(order) >= 1
                   and all(isinstance(f, str) and f in ACQUISITION_FUNCTIONS for f in order)
@@ -413,9 +425,17 @@ class BayesianOptimization(Strategy):
         return 0.65 if self.hp.acquisition == "multi" else 0.75
 
     def initial_size(self) -> int:
-        """Valid points in the initial sample: ``initial_samples``, scaled down for small budgets."""
+        """Valid points in the initial sample: ``initial_samples``, scaled down for small budgets, but
+        (``cover_unordered``) at least the number of values of the largest unordered parameter."""
         frac = max(1, int(math.ceil(self.hp.initial_fraction * self.budget)))
+        frac = max(frac, min(self._unordered_values(), self.budget))
         return max(1, min(int(self.hp.initial_samples), frac, len(self.space)))
+
+    def _unordered_values(self) -> int:
+        """Values of the largest unordered parameter (0 without one, or with ``cover_unordered`` off)."""
+        space = self.space
+        unordered = space.categorical & (space.sizes > 1)
+        return int(space.sizes[unordered].max()) if self.hp.cover_unordered and unordered.any() else 0
 
     # -- bookkeeping ---------------------------------------------------------------------------
     def _setup(self) -> None:
@@ -531,11 +551,23 @@ class BayesianOptimization(Strategy):
         return self.space.nearest(middle, self.rng)
 
     def initial_design(self, k: int) -> list[int]:
-        """``k`` rows: the centre (``centre_first``), then the maximin Latin hypercube."""
+        """``k`` rows: the centre (``centre_first``), then the maximin Latin hypercube.
+
+        The hypercube gives every value of a parameter an equal share, so with
+        ``k`` at least its number of values each value of an unordered
+        parameter is in it; the point that gives way to the centre is then one
+        repeating the centre's unordered values, so the coverage survives.
+        """
         if not self.hp.centre_first or k <= 0:
             return self.latin_hypercube(k).tolist()
         centre = self.centre()
-        return [centre] + [r for r in self.latin_hypercube(k).tolist() if r != centre][: k - 1]
+        rest = [r for r in self.latin_hypercube(k).tolist() if r != centre]
+        if self._unordered_values() and len(rest) >= k:
+            unordered = np.flatnonzero(self.space.categorical)
+            mine = self.space.indices[centre, unordered]
+            shared = [int(np.sum(self.space.indices[r, unordered] == mine)) for r in rest]
+            del rest[int(np.argmax(shared))]
+        return [centre] + rest[: k - 1]
 
     def _draw_outside_pool(self, k: int) -> np.ndarray:
         """Up to ``k`` random rows neither evaluated nor in the pool (vectorised: this fills the first pool)."""
