@@ -148,6 +148,7 @@ class KTRun:
     strategy_ms: list[float] = field(default_factory=list)  # KT's strategy_time of every served result (ms)
     wall_s: float = 0.0
     served: int = 0  # results the runner served (repeats included)
+    step_ms: list[float] = field(default_factory=list)  # per unique row: KT's strategy_time since the previous one
 
 
 def _restrictions_for(recorded: Any) -> tuple[str, Any]:
@@ -245,6 +246,8 @@ class KernelTunerSpace:
         rows: list[int] = []
         values: list[float | None] = []
         strategy_ms: list[float] = []
+        step_ms: list[float] = []
+        since_last = 0.0
         for res in results:
             if not res:
                 continue
@@ -252,8 +255,11 @@ class KernelTunerSpace:
             st = res.get("strategy_time")
             if isinstance(st, (int, float)) and not isinstance(st, bool):
                 strategy_ms.append(float(st))
+                since_last += float(st)
             if key in seen:
                 continue
+            step_ms.append(since_last)
+            since_last = 0.0
             seen.add(key)
             row = space.find(dict(zip(self.names, key)))
             if row < 0:
@@ -265,7 +271,7 @@ class KernelTunerSpace:
             rows.append(int(row))
             values.append(value)
         return KTRun(rows=rows, values=values, strategy_ms=strategy_ms, wall_s=wall,
-                     served=sum(1 for r in results if r))
+                     served=sum(1 for r in results if r), step_ms=step_ms)
 
 
 # -- Optuna ------------------------------------------------------------------------------------------------
