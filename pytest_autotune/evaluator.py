@@ -19,11 +19,10 @@ import numpy as np
 from .results import FailureKind, Measurement
 from .space import SearchSpace
 from .strategies.base import Strategy
+from .strategies.batch import MAX_FREE_PROPOSALS, BatchSearch, proposal_key  # noqa: F401 (re-exported)
 
 Objective = Callable[[Mapping[str, Any]], Measurement]
-
-# A strategy that keeps proposing evaluated configurations without progress is stalled.
-MAX_FREE_PROPOSALS = 10_000
+Prefetch = Callable[[list[dict[str, Any]]], None]
 
 
 def parse_duration(text: str | float | int) -> float:
@@ -127,12 +126,22 @@ class Evaluator:
     ``seeds`` are rows evaluated first, in order, before the strategy proposes
     anything (a locked winner, other devices' winners); they count towards the
     budget and the strategy finds them in its ``observed`` record.
+
+    ``batch_size`` (default 1) is how many proposals are kept pending at once
+    (:class:`~.strategies.batch.BatchSearch`); they are still measured one at
+    a time, in proposal order, and each result is told as it arrives.
+    ``prefetch(params)`` is called with the pending, not yet measured
+    configurations whenever new ones were proposed (a compile pool starts
+    on them).
     """
 
     def __init__(self, space: SearchSpace, objective: Objective, budget: Budget | int | str | None = None,
                  cache: Mapping[int, Measurement] | None = None,
                  on_record: Callable[[EvaluationRecord, "Evaluator"], None] | None = None,
-                 clock: Callable[[], float] = time.perf_counter, seeds: Sequence[int] = ()):
+                 clock: Callable[[], float] = time.perf_counter, seeds: Sequence[int] = (),
+                 batch_size: int = 1, prefetch: Prefetch | None = None):
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         self.space = space
         self.objective = objective
         self.budget = Budget.parse(budget)
@@ -143,6 +152,8 @@ class Evaluator:
         self._seen: dict[Any, EvaluationRecord] = {}
         self._rows_seen = 0  # valid configurations evaluated
         self.seeds = [int(r) for r in seeds]
+        self.batch_size = int(batch_size)
+        self.prefetch = prefetch
 
     @property
     def evaluations(self) -> int:
@@ -160,14 +171,7 @@ class Evaluator:
 
     def _key(self, proposal: Any) -> tuple[Any, int]:
         """Cache key and row of a proposal (row number, or an index vector that may be invalid)."""
-        if isinstance(proposal, (int, np.integer)):
-            row = int(proposal)
-            if not 0 <= row < len(self.space):
-                raise IndexError(f"strategy proposed row {row} outside the space of {len(self.space)}")
-            return row, row
-        vec = np.asarray(proposal, dtype=np.int64)
-        row = self.space.find_indices(vec)
-        return (row if row >= 0 else tuple(int(x) for x in vec)), row
+        return proposal_key(self.space, proposal)
 
     def _measure(self, key: Any, row: int, proposal: Any) -> Measurement:
         if row >= 0:
@@ -189,7 +193,7 @@ class Evaluator:
             self.on_record(record, self)
         return record
 
-    def _run_seeds(self, strategy: Strategy, started: float) -> str:
+    def _run_seeds(self, strategy: Strategy, batch: BatchSearch, started: float) -> str:
         for row in self.seeds:
             reason = self._exhausted(started)
             if reason:
@@ -198,45 +202,51 @@ class Evaluator:
                 continue
             record = self._record(row, row, self._measure(row, row, row), 0.0)
             strategy.observed[row] = record.value
+            batch.remember(row, record.value)
         return ""
+
+    def _room(self, batch: BatchSearch) -> int:
+        """How many more proposals may be pending: the batch size, and what is left of the evaluation budget."""
+        room = self.batch_size - len(batch.pending)
+        if self.budget.max_evaluations is not None:
+            room = min(room, self.budget.max_evaluations - self.evaluations - len(batch.pending))
+        return room
+
+    def _prefetch(self, batch: BatchSearch) -> None:
+        """Hand the pending configurations that will really be measured to ``prefetch``."""
+        todo = []
+        for proposal in batch.pending:
+            key, row = self._key(proposal)
+            if row >= 0 and row not in self.preloaded:
+                todo.append(self.space.get(row))
+        if todo:
+            self.prefetch(todo)  # type: ignore[misc]
 
     def run(self, strategy: Strategy) -> SearchHistory:
         """Search until the budget is spent, the space is exhausted, or the strategy stops."""
         started = self.clock()
         max_evals = self.budget.max_evaluations
-        gen = strategy.run(max_evals if max_evals is not None else len(self.space))
-        free = 0
-        value: float | None = None
-        first = True
+        batch = BatchSearch(strategy, max_evals if max_evals is not None else len(self.space), self.batch_size)
+        self.history.strategy_seconds = batch.step_seconds
+        self.history.strategy_cpu_seconds = batch.step_cpu_seconds
         reason = ""
         try:
-            reason = self._run_seeds(strategy, started)
+            reason = self._run_seeds(strategy, batch, started)
             while not reason:
                 reason = self._exhausted(started)
                 if reason:
                     break
-                t0, c0 = time.perf_counter(), time.thread_time()
-                try:
-                    proposal = next(gen) if first else gen.send(value)
-                except StopIteration:
-                    reason = "strategy finished"
+                if batch.ask(self._room(batch)) and self.prefetch is not None:
+                    self._prefetch(batch)
+                if not batch.pending:
+                    reason = batch.stop_reason or "strategy finished"
                     break
-                spent = time.perf_counter() - t0
-                self.history.strategy_seconds.append(spent)
-                self.history.strategy_cpu_seconds.append(time.thread_time() - c0)
-                first = False
+                proposal = batch.pending[0]
                 key, row = self._key(proposal)
-                if key in self._seen:
-                    value = self._seen[key].value
-                    free += 1
-                    if free > MAX_FREE_PROPOSALS:
-                        reason = "strategy stalled (kept proposing evaluated configurations)"
-                        break
-                    continue
-                free = 0
-                value = self._record(key, row, self._measure(key, row, proposal), spent).value
+                record = self._record(key, row, self._measure(key, row, proposal), batch.seconds(proposal))
+                batch.tell(proposal, record.value)
         finally:
-            gen.close()
+            batch.close()
             self.history.stop_reason = reason
             self.history.elapsed_seconds = self.clock() - started
         return self.history

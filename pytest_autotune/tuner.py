@@ -114,7 +114,8 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
          on_record: Callable[[EvaluationRecord, Evaluator], None] | None = None,
          keep_outputs: bool = True, runners_up: int = RUNNERS_UP, incumbent: Mapping[str, Any] | None = None,
          seeds: Sequence[Mapping[str, Any]] = (), confirm_rounds: int = CONFIRM_ROUNDS,
-         confirm_top: int = CONFIRM_TOP) -> TuneResult:
+         confirm_top: int = CONFIRM_TOP, batch_size: int = 1,
+         prefetch: Callable[[list[dict[str, Any]]], None] | None = None) -> TuneResult:
     """Search ``params`` under ``restrictions`` with ``strategy`` on ``runner``; return the verified winner.
 
     ``budget`` is a number of unique evaluations or a duration (``"90s"``).
@@ -128,6 +129,9 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
     the same conditions), and the winner is the lowest median of those pooled
     samples, which also become its statistics. The winner is then measured
     once more with its outputs kept, so the caller gets fresh outputs.
+
+    ``batch_size`` configurations are kept pending at once and ``prefetch``
+    is handed them as they are proposed (see :class:`Evaluator`).
     """
     if space is None:
         if params is None:
@@ -142,7 +146,8 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
         search.profiler = runner.profile  # type: ignore[attr-defined]
     first = [incumbent] if incumbent is not None else []
     seed_rows = [row for row in (space.find(dict(p)) for p in [*first, *seeds]) if row >= 0]
-    evaluator = Evaluator(space, runner.evaluate, budget, cache=cache, on_record=on_record, seeds=seed_rows)
+    evaluator = Evaluator(space, runner.evaluate, budget, cache=cache, on_record=on_record, seeds=seed_rows,
+                          batch_size=batch_size, prefetch=prefetch)
     history = evaluator.run(search)
     ranked = history.ranked()
     if not ranked:

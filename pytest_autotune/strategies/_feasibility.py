@@ -52,6 +52,12 @@ class FailureModel:
             self.near_failed += k
             self.failures += 1
 
+    def forget_failure(self, row: int) -> None:
+        """``row`` was observed as failed (a batch's stand-in for a pending result) but ran: count it as run."""
+        k = self.kernel(self.X[int(row)][None, :], self.X)[0]
+        self.near_failed = np.maximum(self.near_failed - k, 0.0)
+        self.failures -= 1
+
     def failure_probability(self, rows: np.ndarray) -> np.ndarray | None:
         """``P(fail)`` of ``rows``; None while nothing has failed (the search is then left exactly as it was)."""
         if self.failures == 0:

@@ -118,4 +118,8 @@ class Auto(Strategy):
     def search(self) -> SearchGenerator:
         self.delegate.budget = self.budget
         self.delegate.profiler = self.profiler
+        self.delegate.batch_size = self.batch_size
         return (yield from self.delegate.search())
+
+    def revise(self, row: int, value: float | None) -> None:
+        self.delegate.revise(row, value)

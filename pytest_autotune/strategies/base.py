@@ -8,10 +8,27 @@ that may be invalid. ``value`` comes back as the objective (lower is better)
 or ``None`` when the configuration failed; failures are never turned into a
 fake number for a model.
 
-The :class:`~pytest_autotune.evaluator.Evaluator` drives the generator: it
-memoises (asking again for an evaluated configuration is free and returns the
-cached value), enforces the budget and records everything. Strategies keep
-their own view of what they have seen in :attr:`Strategy.observed`.
+The :class:`~pytest_autotune.evaluator.Evaluator` drives the generator
+through a :class:`~.batch.BatchSearch`: it memoises (asking again for an
+evaluated configuration is free and returns the cached value), enforces the
+budget and records everything. Strategies keep their own view of what they
+have seen in :attr:`Strategy.observed`.
+
+Batches (``batch_size`` above 1: a pipeline wants the next candidates before
+the current results are in). The strategy finds the batch size in
+:attr:`Strategy.batch_size` and may then
+
+* ``values = yield Batch([p1, p2, ...])``: propose several configurations at
+  once and receive the list of their values, in order, when all are known
+  (a population's generation, the next neighbours of the current point);
+* ``value = yield p`` as before: while the batch has room, the answer is a
+  lie, ``None`` ("failed, for now"), so the strategy goes on proposing; when
+  the truth arrives :attr:`observed` is corrected and :meth:`Strategy.revise`
+  is called, where a strategy with a model corrects it. A strategy that must
+  see a result before it goes on yields a batch of one.
+
+At batch size 1 no lie is ever told and strategies yield single proposals,
+so the evaluation order is exactly the sequential one.
 """
 from __future__ import annotations
 
@@ -23,7 +40,13 @@ import numpy as np
 from ..space import SearchSpace
 
 Proposal = Union[int, np.integer, np.ndarray, tuple]
-SearchGenerator = Generator[Proposal, Union[float, None], None]
+
+
+class Batch(list):
+    """Several proposals yielded at once; the generator receives the list of their values, in order."""
+
+
+SearchGenerator = Generator[Union[Proposal, Batch], Union[float, None, list], None]
 
 
 class StrategyError(ValueError):
@@ -81,6 +104,8 @@ class Strategy:
         self.observed: dict[int, float | None] = {}  # row -> objective or None (failure)
         self.profiler: Callable[[dict[str, Any]], dict[str, float]] | None = None
         self.budget: int = len(space)
+        # Configurations the evaluator keeps pending at once (see the module docstring); set by BatchSearch.
+        self.batch_size: int = 1
 
     # -- the protocol --------------------------------------------------------------
     def search(self) -> SearchGenerator:
@@ -95,11 +120,21 @@ class Strategy:
             proposal = next(inner)
             while True:
                 value = yield proposal
-                if isinstance(proposal, (int, np.integer)):
+                if isinstance(proposal, Batch):
+                    for member, member_value in zip(proposal, value):
+                        if isinstance(member, (int, np.integer)):
+                            self.observed.setdefault(int(member), member_value)
+                elif isinstance(proposal, (int, np.integer)):
                     self.observed.setdefault(int(proposal), value)
                 proposal = inner.send(value)
         except StopIteration:
             return
+
+    def revise(self, row: int, value: float | None) -> None:
+        """The true value of ``row``, answered earlier with a lie (``None``) to let a batch fill up.
+
+        :attr:`observed` already holds the truth; strategies that keep a model
+        of their observations correct it here. The default does nothing."""
 
     # -- helpers for subclasses ---------------------------------------------------------
     @property

@@ -101,7 +101,7 @@ from ._acquisition import (ACQUISITION_FUNCTIONS, AdvancedMultiPortfolio, MultiP
                            contextual_variance)
 from ._feasibility import FailureModel
 from ..space import SearchSpace
-from .base import SearchGenerator, Strategy, check
+from .base import Batch, SearchGenerator, Strategy, check
 from .registry import register
 
 if TYPE_CHECKING:  # scikit-learn is imported when a search starts (it takes a second to import)
@@ -579,22 +579,37 @@ class BayesianOptimization(Strategy):
         if failed:
             self.failed_rows.append(row)
         else:
-            value = float(value)
-            self.valid_values.append(value)
-            self.observed_values[row] = value
-            rank = bisect.bisect_left(self.sorted_values, value)
-            self.sorted_values.insert(rank, value)
-            w = self._transform(value)
-            if self.gp.n >= self.hp.max_train:  # the background model could not keep up: rebuild now
-                self._rebuild_now()
-            self.gp.add_observation(row, w)
-            if self.shadow is not None:
-                self.shadow_queue.append((row, w))
-            if self.pruned and rank < self.hp.neighbourhood:
-                self._add_neighbours(row)
+            self._learn(row, float(value))
         if self.pruned:
             self._pool_add(self._draw_outside_pool(self.gp.capacity - self.gp.m))
         self._advance_shadow()
+
+    def revise(self, row: int, value: float | None) -> None:
+        """A pending row of a batch was observed as failed (the stand-in lie); it ran: the GP learns its value.
+
+        Meanwhile the failure model steered proposals away from it, like a local penalty."""
+        row = int(row)
+        if value is None or not math.isfinite(value) or row not in getattr(self, "failed_rows", ()):
+            return
+        self.failed_rows.remove(row)
+        if self.failure_model is not None:
+            self.failure_model.forget_failure(row)
+        self._learn(row, float(value))
+
+    def _learn(self, row: int, value: float) -> None:
+        """The GP and the bookkeeping learn one valid value."""
+        self.valid_values.append(value)
+        self.observed_values[row] = value
+        rank = bisect.bisect_left(self.sorted_values, value)
+        self.sorted_values.insert(rank, value)
+        w = self._transform(value)
+        if self.gp.n >= self.hp.max_train:  # the background model could not keep up: rebuild now
+            self._rebuild_now()
+        self.gp.add_observation(row, w)
+        if self.shadow is not None:
+            self.shadow_queue.append((row, w))
+        if self.pruned and rank < self.hp.neighbourhood:
+            self._add_neighbours(row)
 
     # -- candidate pool (mirrored into the background model) -------------------------------------
     def _pool_add(self, rows: np.ndarray, local: bool = False) -> None:
@@ -733,17 +748,18 @@ class BayesianOptimization(Strategy):
         self._setup()
         n_init = self.initial_size()
         valid = 0
-        for row in self.initial_design(n_init):
-            value = yield int(row)
-            self._observe(row, value)
-            valid += value is not None and math.isfinite(value)
-        while valid < n_init:  # failed initial points are replaced by random ones
-            rows = self.random_unevaluated(1)
-            if not rows:
-                return
-            value = yield rows[0]
-            self._observe(rows[0], value)
-            valid += value is not None and math.isfinite(value)
+        design = [int(row) for row in self.initial_design(n_init)]
+        while design or valid < n_init:
+            if not design:  # failed initial points are replaced by random ones
+                design = self.random_unevaluated(1 if self.batch_size <= 1 else n_init - valid)
+                if not design:
+                    return
+            # batching, the design goes out as one batch: the model needs its values, not stand-ins
+            values = (yield Batch(design)) if self.batch_size > 1 else [(yield design[0])]
+            for row, value in zip(design, values):
+                self._observe(row, value)
+                valid += value is not None and math.isfinite(value)
+            design = design[len(values):]
         self.initial_mean = float(np.mean(self.valid_values))
         self.sigma2_initial = self.mean_variance()
         acq = self.hp.acquisition

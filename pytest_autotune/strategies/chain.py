@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import SearchGenerator, Strategy, check
+from .base import Batch, SearchGenerator, Strategy, check
 from .local import _is_int
 from .registry import available_strategies, check_nested_spec, register, strategy_class
 
@@ -71,7 +71,7 @@ class Chain(Strategy):
     def search(self) -> SearchGenerator:
         first, then = self.phases
         for phase in self.phases:  # set late: auto rebinds ``observed``, the tuner sets ``profiler``
-            phase.observed, phase.profiler = self.observed, self.profiler
+            phase.observed, phase.profiler, phase.batch_size = self.observed, self.profiler, self.batch_size
         first.budget = min(self.budget, int(self.hp.evaluations))
         if first.budget > 0:
             phase = first.search()
@@ -79,7 +79,8 @@ class Chain(Strategy):
             try:
                 proposal = next(phase)
                 while True:
-                    spent += not isinstance(proposal, (int, np.integer)) or int(proposal) not in self.observed
+                    spent += sum(not isinstance(p, (int, np.integer)) or int(p) not in self.observed
+                                 for p in (proposal if isinstance(proposal, Batch) else [proposal]))
                     value = yield proposal
                     if spent >= first.budget:
                         break
@@ -89,3 +90,7 @@ class Chain(Strategy):
             phase.close()
         then.budget = self.budget
         return (yield from then.search())
+
+    def revise(self, row: int, value: float | None) -> None:
+        for phase in self.phases:  # the first phase's stand-in may reach the second through ``observed``
+            phase.revise(row, value)

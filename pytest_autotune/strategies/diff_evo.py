@@ -113,46 +113,28 @@ class DifferentialEvolution(EvolutionaryStrategy):
         hp = self.hp
         aware = bool(hp.constraint_aware)
         size = min(self.population_size(), len(self.space))
-        hi = self._sizes - 1
 
-        members: list[Candidate] = []
-        fit = np.empty(size)
-        for i, c in enumerate(self._initial(size, aware)):
-            value = yield from self.evaluate(c)
-            members.append(c)
-            fit[i] = self.fitness(value)
+        members = self._initial(size, aware)
+        fit = np.array([self.fitness(v) for v in (yield from self.evaluate_all(members))])
         size = len(members)
         pop = np.array([self.vector(c) for c in members], dtype=np.float64)
         keys = [self.key(c) for c in members]
         stale = 0
+        step = max(1, self.batch_size)  # targets whose trials go out together (1: immediate updating)
         while True:
-            for i in range(size):
+            for start in range(0, size, step):
                 if self.exhausted():
                     return
-                best = pop[int(np.argmin(fit))]
-                if hp.method == "best1bin":
-                    r1, r2 = self._pick(size, i, 2)
-                    mutant = best + hp.F * (pop[r1] - pop[r2])
-                elif hp.method == "rand1bin":
-                    r0, r1, r2 = self._pick(size, i, 3)
-                    mutant = pop[r0] + hp.F * (pop[r1] - pop[r2])
-                elif hp.method == "currenttobest1bin":
-                    r1, r2 = self._pick(size, i, 2)
-                    mutant = pop[i] + hp.F * (best - pop[i]) + hp.F * (pop[r1] - pop[r2])
-                else:  # randtobest1bin
-                    r0, r1, r2 = self._pick(size, i, 3)
-                    mutant = pop[r0] + hp.F * (best - pop[r0]) + hp.F * (pop[r1] - pop[r2])
-                cross = self.rng.random(len(hi)) < hp.CR
-                cross[self.rng.integers(len(hi))] = True
-                trial = np.where(cross, np.clip(np.rint(mutant), 0, hi), pop[i]).astype(np.int64)
-                c = self._repair(trial)
+                targets = range(start, min(size, start + step))
+                trials = [self._trial(i, pop, fit) for i in targets]  # against the population before this step
                 before = self.fresh
-                value = yield from self.evaluate(c)
-                stale = 0 if self.fresh > before else stale + 1
-                f = self.fitness(value)
-                k = self.key(c)
-                if f <= fit[i] and (k == keys[i] or k not in keys):
-                    pop[i], fit[i], keys[i] = self.vector(c), f, k
+                values = yield from self.evaluate_all(trials)
+                stale = 0 if self.fresh > before else stale + len(trials)
+                for i, c, value in zip(targets, trials, values):
+                    f = self.fitness(value)
+                    k = self.key(c)
+                    if f <= fit[i] and (k == keys[i] or k not in keys):
+                        pop[i], fit[i], keys[i] = self.vector(c), f, k
                 if stale >= 2 * size:
                     # converged: keep the best, re-seed the rest with unevaluated configurations
                     stale = 0
@@ -161,6 +143,27 @@ class DifferentialEvolution(EvolutionaryStrategy):
                     if not fresh:
                         return
                     slots = [j for j in range(size) if j != keep]
-                    for j, c2 in zip(slots, fresh):
-                        value = yield from self.evaluate(c2)
+                    for j, c2, value in zip(slots, fresh, (yield from self.evaluate_all(fresh))):
                         pop[j], fit[j], keys[j] = self.vector(c2), self.fitness(value), self.key(c2)
+
+    def _trial(self, i: int, pop: np.ndarray, fit: np.ndarray) -> Candidate:
+        """Target ``i``'s trial: mutant by ``method``, binomial crossover with the target, repaired."""
+        hp = self.hp
+        size, hi = len(pop), self._sizes - 1
+        best = pop[int(np.argmin(fit))]
+        if hp.method == "best1bin":
+            r1, r2 = self._pick(size, i, 2)
+            mutant = best + hp.F * (pop[r1] - pop[r2])
+        elif hp.method == "rand1bin":
+            r0, r1, r2 = self._pick(size, i, 3)
+            mutant = pop[r0] + hp.F * (pop[r1] - pop[r2])
+        elif hp.method == "currenttobest1bin":
+            r1, r2 = self._pick(size, i, 2)
+            mutant = pop[i] + hp.F * (best - pop[i]) + hp.F * (pop[r1] - pop[r2])
+        else:  # randtobest1bin
+            r0, r1, r2 = self._pick(size, i, 3)
+            mutant = pop[r0] + hp.F * (best - pop[r0]) + hp.F * (pop[r1] - pop[r2])
+        cross = self.rng.random(len(hi)) < hp.CR
+        cross[self.rng.integers(len(hi))] = True
+        trial = np.where(cross, np.clip(np.rint(mutant), 0, hi), pop[i]).astype(np.int64)
+        return self._repair(trial)

@@ -56,7 +56,7 @@ from typing import Generator, Union
 
 import numpy as np
 
-from .base import SearchGenerator, Strategy, check, check_choice
+from .base import Batch, SearchGenerator, Strategy, check, check_choice
 from .registry import register
 
 PENALTY = math.inf  # selection fitness of a failed or invalid candidate: worse than any observed value
@@ -142,6 +142,28 @@ class EvolutionaryStrategy(Strategy):
         yield c
         self.fresh += 1
         return None
+
+    def evaluate_all(self, candidates: list[Candidate]) -> Generator[object, object, list[float | None]]:
+        """Values of several candidates, in order; the new ones go out as one :class:`Batch` when batching.
+
+        At batch size 1 this is :meth:`evaluate` one candidate after another,
+        exactly; above it a generation is proposed at once."""
+        if self.batch_size <= 1:
+            values = []
+            for c in candidates:
+                values.append((yield from self.evaluate(c)))
+            return values
+        keys = [self.key(c) for c in candidates]
+        new: dict = {}  # key -> candidate, each proposed once
+        for k, c in zip(keys, candidates):
+            if k not in new and not self.is_evaluated(c):
+                new[k] = self.canonical(c)
+        answers: dict = {}
+        if new:
+            answers = dict(zip(new, (yield Batch(list(new.values())))))
+            self.fresh += len(new)
+            self._invalid_seen.update(k for k in new if not isinstance(k, int))
+        return [answers[k] if k in answers else self.observed.get(k) if isinstance(k, int) else None for k in keys]
 
     @staticmethod
     def fitness(value: float | None) -> float:
@@ -298,8 +320,8 @@ class GeneticAlgorithm(EvolutionaryStrategy):
 
         # initial population: random valid rows (aware) or uniform Cartesian vectors (unaware)
         population: list[tuple[float, Candidate]] = []
-        for c in self.fresh_candidates(size, aware):
-            value = yield from self.evaluate(c)
+        first = self.fresh_candidates(size, aware)
+        for c, value in zip(first, (yield from self.evaluate_all(first))):
             population.append((self.fitness(value), c))
 
         while not self.exhausted():
@@ -308,10 +330,14 @@ class GeneticAlgorithm(EvolutionaryStrategy):
             ranked = [population[i] for i in order]
             children: list[tuple[float, Candidate]] = []
             keys: set = set()
-            # children are bred one at a time and evaluated as soon as they exist (bounded compute per step)
-            for c in self._breed(ranked, size, keys, aware, cross):
-                value = yield from self.evaluate(c)
-                children.append((self.fitness(value), c))
+            if self.batch_size > 1:  # a generation is one batch: bred first, then evaluated together
+                brood = list(self._breed(ranked, size, keys, aware, cross))
+                children = [(self.fitness(v), c) for c, v in zip(brood, (yield from self.evaluate_all(brood)))]
+            else:
+                # children are bred one at a time and evaluated as soon as they exist (bounded compute per step)
+                for c in self._breed(ranked, size, keys, aware, cross):
+                    value = yield from self.evaluate(c)
+                    children.append((self.fitness(value), c))
             if not children:
                 return
             # the elite of the old generation competes with the children for a place

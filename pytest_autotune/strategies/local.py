@@ -44,7 +44,7 @@ import numpy as np
 
 from ..space import SearchSpace
 from ..space.searchspace import NEIGHBOUR_METHODS
-from .base import SearchGenerator, Strategy, check, check_choice
+from .base import Batch, SearchGenerator, Strategy, check, check_choice
 from .registry import register
 from .tpe import TPE
 
@@ -136,9 +136,19 @@ class _LocalSearch(Strategy):
         """Evaluate ``samples`` random unevaluated rows (more while none is valid); the best ``(row, value)``.
 
         None when the space is exhausted without a valid configuration.
+        Batching, the samples go out as one batch (then a batch at a time
+        while none is valid).
         """
         best: tuple[int, float] | None = None
         taken = 0
+        while self.batch_size > 1 and (taken < samples or best is None):
+            picks = self.random_unevaluated(samples - taken if taken < samples else self.batch_size)
+            if not picks:
+                return best
+            taken += len(picks)
+            for row, value in zip(picks, (yield Batch(picks))):
+                if value is not None and (best is None or value < best[1]):
+                    best = (row, value)
         while taken < samples or best is None:
             pick = self.random_unevaluated(1)
             if not pick:
@@ -148,6 +158,12 @@ class _LocalSearch(Strategy):
             if value is not None and (best is None or value < best[1]):
                 best = (pick[0], value)
         return best
+
+    def _one(self, row: int) -> Generator[object, object, float | None]:
+        """The value of one configuration; batching, it waits for the truth (a batch of one) instead of a lie."""
+        if self.batch_size > 1:
+            return (yield Batch([row]))[0]
+        return (yield row)
 
     def _descend(self, row: int, value: float, first: bool = True) -> Generator[int, float | None, tuple[int, float]]:
         """Greedy descent from an evaluated valid ``row`` to a local optimum of the neighbourhood.
@@ -161,6 +177,10 @@ class _LocalSearch(Strategy):
         ``min_improvement`` (relative): chasing measurement-noise-sized gains
         through flat parameters wastes evaluations that a restart or kick
         spends better. Every evaluation still counts for the best found.
+
+        Batching, the neighbours go out ``batch_size`` at a time
+        (speculatively: the evaluations after the first improvement are the
+        cost of batching) and the walk moves to the best improvement of the batch.
         """
         cur, cur_v = int(row), float(value)
         prev: int | None = None
@@ -181,7 +201,14 @@ class _LocalSearch(Strategy):
                     order.remove(nxt)
                     order.insert(0, nxt)
             best_new: tuple[float, int] | None = None
-            for n in order:
+            step = self.batch_size
+            for chunk in ([order[i:i + step] for i in range(0, len(order), step)] if step > 1 else ()):
+                for n, v in zip(chunk, (yield Batch(chunk))):
+                    if _improves(v, cur_v, self._margin) and (best_new is None or v < best_new[0]):
+                        best_new = (v, n)
+                if first and best_new is not None:
+                    break
+            for n in order if step <= 1 else ():
                 v = yield n
                 if _improves(v, cur_v, self._margin) and (best_new is None or v < best_new[0]):
                     best_new = (v, n)
@@ -323,7 +350,7 @@ class IteratedLocalSearch(_LocalSearch):
             if target is None:  # the surroundings are evaluated: restart instead of stalling
                 current = None
                 continue
-            value = self.observed[target] if target in self.observed else (yield target)
+            value = self.observed[target] if target in self.observed else (yield from self._one(target))
             candidate = None if value is None else (yield from self._descend(target, value, first=first))
             improved = candidate is not None and candidate[1] < current[1]
             if candidate is not None and self._accepts(candidate, current):
@@ -452,10 +479,18 @@ class SimulatedAnnealing(_LocalSearch):
             proposal = next(walk)
             while True:
                 value = yield proposal
-                self._model.observe(int(proposal), value)
+                if isinstance(proposal, Batch):
+                    for row, row_value in zip(proposal, value):
+                        self._model.observe(int(row), row_value)
+                else:
+                    self._model.observe(int(proposal), value)
                 proposal = walk.send(value)
         except StopIteration:
             return
+
+    def revise(self, row: int, value: float | None) -> None:
+        if getattr(self, "_model", None) is not None:  # the guide learns the truth of a stand-in
+            self._model.revise(row, value)
 
     def _next_neighbour(self, todo: list[int]) -> int:
         """A random unevaluated neighbour, or (guided, with ``guide_probability``) the model's favourite."""
@@ -494,9 +529,29 @@ class SimulatedAnnealing(_LocalSearch):
                 if _improves(cur_v, best_v, gain):
                     best_v, best_at = cur_v, len(self.observed)
                 continue
+            if self.batch_size > 1:
+                cur, cur_v, best_v, best_at = yield from self._step_batch(todo, cur, cur_v, best_v, best_at, gain)
+                continue
             n = self._next_neighbour(todo)
             v = yield n
             if _improves(v, best_v, gain):
                 best_v, best_at = v, len(self.observed)
             if self._accept(v, cur_v):
                 cur, cur_v = n, float(v)  # type: ignore[arg-type]
+
+    def _step_batch(self, todo: list[int], cur: int, cur_v: float, best_v: float, best_at: int, gain: float):
+        """One batched step: ``batch_size`` neighbours chosen as single steps would choose them, evaluated
+        together; the walk moves to the best improvement, else applies the acceptance rule from the least
+        worse up (speculative: the other evaluations are the cost of batching; they still count for the best)."""
+        left, picks = list(todo), []
+        while left and len(picks) < self.batch_size:
+            picks.append(self._next_neighbour(left))
+            left.remove(picks[-1])
+        values = yield Batch(picks)
+        for v in values:
+            if _improves(v, best_v, gain):
+                best_v, best_at = v, len(self.observed)
+        for v, n in sorted((v, n) for n, v in zip(picks, values) if v is not None):
+            if self._accept(v, cur_v):
+                return n, float(v), best_v, best_at
+        return cur, cur_v, best_v, best_at

@@ -127,32 +127,43 @@ class ParticleSwarm(_ContinuousStrategy):
         g = int(np.argmin(pfit))
         gbest, gfit = pbest[g].copy(), pfit[g]
         stuck = np.zeros(size, dtype=np.int64)
+        step = max(1, self.batch_size)  # particles that move together (1: each sees the last one's result)
         while True:
-            for i in range(size):
+            for start in range(0, size, step):
                 if self.exhausted():
                     return
-                r1, r2 = self.rng.random(d), self.rng.random(d)
-                v[i] = np.clip(hp.w * v[i] + hp.c1 * r1 * (pbest[i] - x[i]) + hp.c2 * r2 * (gbest - x[i]),
-                               -hp.vmax, hp.vmax)
-                x[i] = np.clip(x[i] + v[i], 0.0, 1.0)
-                before = self.fresh
-                value = yield from self.evaluate_at(x[i], aware)
-                f = self.fitness(value)
-                stuck[i] = 0 if self.fresh > before else stuck[i] + 1
-                if stuck[i] >= hp.stall_moves:
-                    fresh = self.fresh_candidates(1, aware)
-                    if not fresh:
-                        return
-                    stuck[i] = 0
-                    x[i] = self.positions_of(fresh)[0]
-                    v[i] = self.rng.uniform(-hp.vmax, hp.vmax, d)
-                    value = yield from self.evaluate(fresh[0])
-                    f = self.fitness(value)
-                    pbest[i], pfit[i] = x[i].copy(), f
-                elif f < pfit[i]:
-                    pbest[i], pfit[i] = x[i].copy(), f
-                if f < gfit:
-                    gbest, gfit = x[i].copy(), f
+                movers = range(start, min(size, start + step))
+                candidates = []
+                for i in movers:
+                    r1, r2 = self.rng.random(d), self.rng.random(d)
+                    v[i] = np.clip(hp.w * v[i] + hp.c1 * r1 * (pbest[i] - x[i]) + hp.c2 * r2 * (gbest - x[i]),
+                                   -hp.vmax, hp.vmax)
+                    x[i] = np.clip(x[i] + v[i], 0.0, 1.0)
+                    candidates.append(self.candidate_at(x[i], aware))
+                new = [not self.is_evaluated(c) for c in candidates]
+                values = yield from self.evaluate_all(candidates)
+                restarts: dict[int, Candidate] = {}  # particles stuck in evaluated places start afresh
+                for i, is_new in zip(movers, new):
+                    stuck[i] = 0 if is_new else stuck[i] + 1
+                    if stuck[i] >= hp.stall_moves:
+                        fresh = self.fresh_candidates(1, aware)
+                        if not fresh:
+                            return
+                        if self.key(fresh[0]) in map(self.key, restarts.values()):
+                            continue  # drawn for another particle of this step: this one tries next time
+                        stuck[i] = 0
+                        x[i] = self.positions_of(fresh)[0]
+                        v[i] = self.rng.uniform(-hp.vmax, hp.vmax, d)
+                        restarts[i] = fresh[0]
+                restarted = dict(zip(restarts, (yield from self.evaluate_all(list(restarts.values())))))
+                for i, value in zip(movers, values):
+                    f = self.fitness(restarted[i] if i in restarted else value)
+                    if i in restarted:
+                        pbest[i], pfit[i] = x[i].copy(), f
+                    elif f < pfit[i]:
+                        pbest[i], pfit[i] = x[i].copy(), f
+                    if f < gfit:
+                        gbest, gfit = x[i].copy(), f
 
 
 @register

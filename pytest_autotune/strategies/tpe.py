@@ -174,6 +174,7 @@ class TPE(Strategy):
         self._obs_x = np.empty((16, d), dtype=np.int64)
         self._obs_value = np.empty(16)  # NaN for failures
         self._n_obs = 0
+        self._obs_of_row: dict[int, int] = {}  # row -> observation index
         # candidate pool
         n = len(space)
         self._full = n <= hp.max_candidates
@@ -256,6 +257,7 @@ class TPE(Strategy):
         self._obs_x[i] = self.space.indices[row, self._active]
         self._obs_value[i] = np.nan if value is None else float(value)
         self._n_obs += 1
+        self._obs_of_row[row] = i
         p = self._pos(row)
         if p >= 0:
             self._pool_done[p] = True
@@ -326,6 +328,19 @@ class TPE(Strategy):
     def observe(self, row: int, value: float | None) -> None:
         """Record an evaluation made by someone else (``None``: failed)."""
         self._observe(int(row), value)
+
+    def revise(self, row: int, value: float | None) -> None:
+        """The truth of an observation first recorded as failed (a pending result in a batch)."""
+        i = getattr(self, "_obs_of_row", {}).get(int(row))
+        if i is None:
+            return
+        was = self._modelled(i)
+        self._obs_value[i] = np.nan if value is None else float(value)
+        now = self._modelled(i)
+        if self.hp.multivariate and was != now and len(self._pool_rows):
+            col = self._column(self._obs_x[i])
+            self._s_all = np.maximum(self._s_all + (col if now else -col), 0.0)
+        self._good_cols.pop(i, None)  # recomputed when it is in the good set
 
     def log_ratio(self, rows: np.ndarray) -> np.ndarray | None:
         """``log l(x) - log g(x)`` of the given rows (higher is more promising); None before any success.
