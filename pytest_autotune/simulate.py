@@ -324,10 +324,7 @@ def simulate_search(strategy: "Strategy", runner: "ReplayRunner", budget: int, *
     done, after ``budget`` unique evaluations, or once a result at or below
     ``stop_below`` is known.
     """
-    try:
-        from .strategies.batch import BatchSearch, proposal_key
-    except ImportError:  # TEMPORARY until issue20-batch is merged: a sequential stand-in with its interface
-        from ._batch_standin import BatchSearch, proposal_key  # type: ignore[no-redef]
+    from .strategies.batch import BatchSearch, proposal_key
 
     if runner.charger is None:
         raise ValueError("simulate_search needs a ReplayRunner with a clock (ReplayRunner(..., clock=P))")

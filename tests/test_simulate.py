@@ -217,3 +217,25 @@ def test_real_spaces_have_costs_for_every_stage(spaces_dir):
     charge = model.charge(rec.best_row)
     assert 0.0 < charge.compile < 1.0 and len(charge.runs) == 10  # ~0.1 s compile, ten timed runs
     assert np.isclose(sum(charge.runs), float(np.sum(rec.samples_of(rec.best_row))) / 1e3)
+
+
+def test_the_product_evaluator_drives_the_clock_as_simulate_search_does(tmp_path):
+    """Evaluator(batch_size, prefetch=runner.prefetch) and simulate_search give the same simulated timeline."""
+    from pytest_autotune.evaluator import Evaluator
+
+    rec = tiny_space(tmp_path)
+    rows = [rec.row_of({"c": c}) for c in (2, 3, 1)]
+    via_evaluator = ReplayRunner(rec, clock=2)
+    via_evaluator.charger.host_time = False
+    history = Evaluator(rec.space, via_evaluator.evaluate, budget=10, batch_size=3,
+                        prefetch=via_evaluator.prefetch).run(Fixed(rec.space, rows))
+    assert [r.row for r in history.records] == rows
+    direct = ReplayRunner(rec, clock=2)
+    direct.charger.host_time = False
+    run = simulate_search(Fixed(rec.space, rows), direct, budget=10, batch_size=3)
+    done = [r.measurement.extra["simulated"]["done_s"] for r in history.records]
+    assert done == pytest.approx(run.done_s)
+    # c=2 (300 ms) and c=3 (50 ms) compile at once, c=1 after c=3 on the same worker (50 .. 150 ms):
+    # c=2 is measured 300 .. 317, c=3 failed (no device), c=1's device work 317 .. 338
+    assert run.done_s == pytest.approx([0.317, 0.317, 0.338])
+    assert via_evaluator.simulated_seconds == pytest.approx(0.338)  # sequentially: 0.317 + 0.05 + 0.121 = 0.488
