@@ -6,7 +6,9 @@ Every measured space under ``--spaces`` (any folder laid out like
 simulated clock of :mod:`pytest_autotune.simulate`, which charges each
 evaluation its recorded costs (compile; verification, every timed iteration
 and framework overhead) plus the strategy's own compute, measured while it
-runs here.
+runs here (ours and Optuna: the CPU time of the thread driving the search, so
+other processes on a shared machine do not inflate it; Kernel Tuner: its own
+``strategy_time``, wall time).
 
 Ours (``--strategies``, default ``auto``) runs at every ``--workers`` count P
 through the replay runner's clock and the batch search: P compile workers
@@ -140,7 +142,7 @@ def run_task(task: Mapping[str, Any]) -> dict[str, Any]:
                 kt = _KT_SPACES.get(task["path"])
                 if kt is None:
                     kt = _KT_SPACES[task["path"]] = anchors.KernelTunerSpace(rec)
-                kt_run = kt.run(spec.name, task["seed"], task["cap"], spec.hyperparameters)
+                kt_run = kt.run(spec.name, task["seed"], task["cap"], spec.hyperparameters, stop_below=stop)
                 rows, step_ms = _truncate_at_target(kt_run.rows, kt_run.step_ms, kt_run.values, stop)
                 out["anchor"] = {"rows": rows, "step_ms": step_ms}
             else:
@@ -153,6 +155,7 @@ def run_task(task: Mapping[str, Any]) -> dict[str, Any]:
             else:
                 strategy = make_strategy({"name": spec.name, **spec.hyperparameters}, rec.space, seed=task["seed"])
             runner = ReplayRunner(rec, clock=workers)
+            runner.charger.timer = time.thread_time  # the host's CPU time: contention on this machine not charged
             batch = 1 if spec.kind == "optuna" else workers + 1
             run = simulate_search(strategy, runner, task["cap"], batch_size=batch, stop_below=stop)
             if spec.kind == "optuna":  # cache the order and the measured compute, as for Kernel Tuner
@@ -450,6 +453,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     spaces = [load_space_info(f) for f in files]
     cache = AnchorCache(None if args.no_anchor_cache else args.anchor_cache)
     tasks, costs_info = [], {}
+    seeds = range(args.seed0, args.seed0 + args.runs)
     for s, f in zip(spaces, files):
         rec = datasets.load_dataset(f)
         model = CostModel(rec)
@@ -463,7 +467,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "optimum_ms": s.optimum,
         }
         for label, spec, w in labelled:
-            for seed in range(args.seed0, args.seed0 + args.runs):
+            for seed in seeds:
                 cap = cap_of(s, args.budget_factor, args.min_budget)
                 task = {"space": s.name, "path": str(f), "label": label, "spec": spec, "workers": w, "seed": seed,
                         "cap": cap}
@@ -471,6 +475,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     task["key"] = AnchorCache.key(s, spec, seed, cap)
                     task["cached"] = cache.entries.get(task["key"])
                 tasks.append(task)
+    tasks.sort(key=lambda t: t["seed"])  # seed by seed: an interrupted run leaves whole seeds in the anchor cache
     _log(f"{len(tasks)} runs on {len(spaces)} spaces ({sum(1 for t in tasks if t.get('cached'))} anchors cached)")
     results: list[dict[str, Any]] = []
     t0 = time.perf_counter()

@@ -221,7 +221,9 @@ class CostCharger:
     """Charges the evaluations of a recorded space on a :class:`Pipeline` (what a ``ReplayRunner`` carries).
 
     With ``host_time`` the real time spent outside the charger between two
-    calls (the strategy, the evaluator) is charged to the host; without it the
+    calls (the strategy, the evaluator) is charged to the host, read from
+    ``timer`` (wall time by default; ``time.thread_time`` charges the host
+    thread's CPU time, what the work costs on an idle machine); without it the
     caller charges host time itself (:meth:`Pipeline.think`).
     """
 
@@ -231,20 +233,20 @@ class CostCharger:
         self.pipeline = pipeline if isinstance(pipeline, Pipeline) else Pipeline(pipeline)
         self.model = model if model is not None else CostModel(recorded)
         self.host_time = host_time
-        self._timer = timer
+        self.timer = timer
         self._last = timer()
 
     def restart_host_timer(self) -> None:
         """Host time counts from now (call right before the search starts)."""
-        self._last = self._timer()
+        self._last = self.timer()
 
     def _host(self) -> None:
         if self.host_time:
-            now = self._timer()
+            now = self.timer()
             self.pipeline.think(now - self._last)
 
     def _done(self) -> None:
-        self._last = self._timer()
+        self._last = self.timer()
 
     def prefetch(self, rows: Iterable[int]) -> None:
         """Start compiling ``rows`` (the evaluator's compile stage, ahead of the device)."""
