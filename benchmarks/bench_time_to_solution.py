@@ -426,6 +426,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--kernel-tuner", default="default", metavar="LIST",
                    help="Kernel Tuner strategies: 'default' (all but bayes_opt), 'all', 'none' or a list")
     p.add_argument("--optuna", action=argparse.BooleanOptionalAction, default=True, help="run optuna:tpe@1")
+    p.add_argument("--optuna-runs", type=int, help="seeds for optuna:tpe@1 (default: --runs; its runs are the slowest)")
     p.add_argument("--runs", type=int, default=20, help="seeds per (space, strategy) (default: %(default)s)")
     p.add_argument("--seed0", type=int, default=0)
     p.add_argument("--budget-factor", type=float, default=4.0,
@@ -467,7 +468,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "optimum_ms": s.optimum,
         }
         for label, spec, w in labelled:
-            for seed in seeds:
+            for seed in (seeds[:args.optuna_runs] if spec.kind == "optuna" and args.optuna_runs else seeds):
                 cap = cap_of(s, args.budget_factor, args.min_budget)
                 task = {"space": s.name, "path": str(f), "label": label, "spec": spec, "workers": w, "seed": seed,
                         "cap": cap}
@@ -510,7 +511,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     errors = [r for r in results if "error" in r]
     payload = {
         "meta": {"command": " ".join(sys.argv), "runs": args.runs, "seed0": args.seed0, "workers": workers,
-                 "budget_factor": args.budget_factor, "min_budget": args.min_budget,
+                 "optuna_runs": args.optuna_runs or args.runs, "budget_factor": args.budget_factor, "min_budget": args.min_budget,
                  "batch_size": "workers + 1 for ours; 1 for the anchors",
                  "clock": "pytest_autotune.simulate: P compile workers, one serial device (verify + timed runs + "
                           "framework), host compute measured; anchors sequential",

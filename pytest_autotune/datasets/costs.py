@@ -37,7 +37,8 @@ STAGES = ("compile", "verify", "framework")
 """Cost stages besides the timed runs, in the order an evaluation goes through them."""
 
 
-def _number(value: Any) -> float | None:
+def cost_number(value: Any) -> float | None:
+    """A recorded cost as a float; None when it is absent, not a number, negative or not finite."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     value = float(value)
@@ -53,7 +54,7 @@ class RecordCosts:
 
     def set(self, i: int, stage: str, value: Any, factor: float = 1.0) -> None:
         """Record ``value * factor`` (ms) for record ``i``; a value that is not a usable number stays missing."""
-        number = _number(value)
+        number = cost_number(value)
         if number is not None:
             self.values[stage][i] = number * factor
 

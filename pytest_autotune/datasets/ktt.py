@@ -9,7 +9,7 @@ import numpy as np
 
 from ..results import FailureKind
 from .common import DatasetError, _Records, _sorted_values, _time_factor
-from .costs import RecordCosts
+from .costs import RecordCosts, cost_number
 
 KTT_FAILURES: dict[str, FailureKind | None] = {
     "Ok": None,
@@ -23,20 +23,15 @@ KTT_COST_FIELDS = {"compile": "TotalOverhead - DataMovementOverhead - Validation
 """Cost stage -> where it comes from (see :mod:`pytest_autotune.datasets.costs` for why)."""
 
 
-def _part(rec: Mapping, name: str) -> float:
-    value = rec.get(name)
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
-    return float(value) if ok else 0.0
-
-
 def _read_costs(rec: Mapping, i: int, costs: RecordCosts, factor: float) -> None:
     """A KTT result's costs: its named overheads, and the rest of ``TotalOverhead`` as compilation."""
     costs.set(i, "verify", rec.get("ValidationOverhead"), factor)
     costs.set(i, "framework", rec.get("DataMovementOverhead"), factor)
-    total = rec.get("TotalOverhead")
-    if isinstance(total, (int, float)) and not isinstance(total, bool) and math.isfinite(total):
-        named = sum(_part(rec, name) for name in ("DataMovementOverhead", "ValidationOverhead", "SearcherOverhead"))
-        costs.set(i, "compile", max(float(total) - named, 0.0), factor)
+    total = cost_number(rec.get("TotalOverhead"))
+    if total is not None:
+        named = sum(cost_number(rec.get(name)) or 0.0
+                    for name in ("DataMovementOverhead", "ValidationOverhead", "SearcherOverhead"))
+        costs.set(i, "compile", max(total - named, 0.0), factor)
 
 
 def _ktt_records(doc: Mapping, path: Path) -> _Records:
