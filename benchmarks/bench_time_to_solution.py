@@ -426,7 +426,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--kernel-tuner", default="default", metavar="LIST",
                    help="Kernel Tuner strategies: 'default' (all but bayes_opt), 'all', 'none' or a list")
     p.add_argument("--optuna", action=argparse.BooleanOptionalAction, default=True, help="run optuna:tpe@1")
-    p.add_argument("--optuna-runs", type=int, help="seeds for optuna:tpe@1 (default: --runs; its runs are the slowest)")
+    p.add_argument("--anchor-runs", type=int, help="seeds for Kernel Tuner's strategies (default: --runs)")
+    p.add_argument("--optuna-runs", type=int, help="seeds for optuna:tpe@1 (default: --anchor-runs; the slowest runs)")
     p.add_argument("--runs", type=int, default=20, help="seeds per (space, strategy) (default: %(default)s)")
     p.add_argument("--seed0", type=int, default=0)
     p.add_argument("--budget-factor", type=float, default=4.0,
@@ -437,8 +438,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--anchor-cache", type=Path, default=DEFAULT_ANCHOR_CACHE)
     p.add_argument("--no-anchor-cache", action="store_true", help="recompute the anchors (and do not store them)")
     args = p.parse_args(argv)
-    if args.runs < 1 or args.jobs < 1 or args.min_budget < 1 or not args.budget_factor > 0:
-        p.error("--runs, --jobs, --min-budget and --budget-factor must be positive")
+    optional = [n for n in (args.anchor_runs, args.optuna_runs) if n is not None]
+    if min([args.runs, args.jobs, args.min_budget] + optional) < 1 or \
+            not args.budget_factor > 0:
+        p.error("--runs, --anchor-runs, --optuna-runs, --jobs, --min-budget and --budget-factor must be positive")
     workers = parse_workers(args.workers)
     if not args.spaces.is_dir():
         print(f"no folder of recorded spaces at {args.spaces}: nothing to do")
@@ -455,6 +458,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     cache = AnchorCache(None if args.no_anchor_cache else args.anchor_cache)
     tasks, costs_info = [], {}
     seeds = range(args.seed0, args.seed0 + args.runs)
+    anchor_runs = args.anchor_runs if args.anchor_runs is not None else args.runs
+    seeds_of = {"kernel_tuner": anchor_runs, "optuna": args.optuna_runs if args.optuna_runs is not None else anchor_runs}
     for s, f in zip(spaces, files):
         rec = datasets.load_dataset(f)
         model = CostModel(rec)
@@ -468,7 +473,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "optimum_ms": s.optimum,
         }
         for label, spec, w in labelled:
-            for seed in (seeds[:args.optuna_runs] if spec.kind == "optuna" and args.optuna_runs else seeds):
+            for seed in seeds[:seeds_of.get(spec.kind, args.runs)]:
                 cap = cap_of(s, args.budget_factor, args.min_budget)
                 task = {"space": s.name, "path": str(f), "label": label, "spec": spec, "workers": w, "seed": seed,
                         "cap": cap}
@@ -511,7 +516,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     errors = [r for r in results if "error" in r]
     payload = {
         "meta": {"command": " ".join(sys.argv), "runs": args.runs, "seed0": args.seed0, "workers": workers,
-                 "optuna_runs": args.optuna_runs or args.runs, "budget_factor": args.budget_factor, "min_budget": args.min_budget,
+                 "anchor_runs": seeds_of["kernel_tuner"], "optuna_runs": seeds_of["optuna"],
+                 "budget_factor": args.budget_factor, "min_budget": args.min_budget,
                  "batch_size": "workers + 1 for ours; 1 for the anchors",
                  "clock": "pytest_autotune.simulate: P compile workers, one serial device (verify + timed runs + "
                           "framework), host compute measured; anchors sequential",

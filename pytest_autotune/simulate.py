@@ -317,36 +317,35 @@ def _finish(run: SimulatedRun, pipeline: Pipeline, reason: str) -> SimulatedRun:
 
 
 def simulate_search(strategy: "Strategy", runner: "ReplayRunner", budget: int, *, batch_size: int = 1,
-                    stop_below: float | None = None, search_factory: Callable[..., Any] | None = None) -> SimulatedRun:
+                    stop_below: float | None = None) -> SimulatedRun:
     """Drive ``strategy`` as the evaluator does, on the runner's simulated clock.
 
     Up to ``batch_size`` proposals are pending; new ones are compiled ahead
     (``runner.prefetch``), pending ones are measured one at a time in proposal
     order and each result is told as it arrives. Ends when the strategy is
     done, after ``budget`` unique evaluations, or once a result at or below
-    ``stop_below`` is known.
+    ``stop_below`` is known (what the evaluator cannot do, and a benchmark
+    needs).
     """
     from .strategies.batch import BatchSearch, proposal_key
 
     if runner.charger is None:
         raise ValueError("simulate_search needs a ReplayRunner with a clock (ReplayRunner(..., clock=P))")
     space = strategy.space
-    search = (search_factory or BatchSearch)(strategy, budget, batch_size)
+    search = BatchSearch(strategy, budget, batch_size)
     run = SimulatedRun()
-    queue: list[tuple[Any, int]] = []
     runner.charger.restart_host_timer()
     reason = "budget of evaluations spent"
     try:
-        while True:
-            fresh = search.ask()
-            keyed = [(p, proposal_key(space, p)[1]) for p in fresh]
-            if keyed:
-                runner.prefetch([space.get(row) for _, row in keyed if row >= 0])
-                queue.extend(keyed)
-            if not queue:
-                reason = getattr(search, "stop_reason", "") or "strategy finished"
+        while len(run.rows) < budget:
+            fresh = [row for row in (proposal_key(space, p)[1] for p in search.ask()) if row >= 0]
+            if fresh:
+                runner.prefetch([space.get(row) for row in fresh])
+            if not search.pending:
+                reason = search.stop_reason or "strategy finished"
                 break
-            proposal, row = queue.pop(0)
+            proposal = search.pending[0]
+            row = proposal_key(space, proposal)[1]
             if row >= 0:
                 m = runner.evaluate(space.get(row))
                 value, done = (m.value if m.ok else None), m.extra["simulated"]["done_s"]
@@ -359,12 +358,8 @@ def simulate_search(strategy: "Strategy", runner: "ReplayRunner", budget: int, *
             if stop_below is not None and value is not None and value <= stop_below:
                 reason = "target reached"
                 break
-            if len(run.rows) >= budget:
-                break
     finally:
-        close = getattr(search, "close", None)
-        if close is not None:
-            close()
+        search.close()
     return _finish(run, runner.charger.pipeline, reason)
 
 
