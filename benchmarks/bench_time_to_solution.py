@@ -437,6 +437,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--json", type=Path, default=DEFAULT_JSON, help="output (default: %(default)s)")
     p.add_argument("--anchor-cache", type=Path, default=DEFAULT_ANCHOR_CACHE)
     p.add_argument("--no-anchor-cache", action="store_true", help="recompute the anchors (and do not store them)")
+    p.add_argument("--anchors-from-cache", action="store_true",
+                   help="anchor runs only from the cache: a seed not cached is left out (each cell reports its runs)")
     args = p.parse_args(argv)
     optional = [n for n in (args.anchor_runs, args.optuna_runs) if n is not None]
     if min([args.runs, args.jobs, args.min_budget] + optional) < 1 or \
@@ -456,7 +458,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     spaces = [load_space_info(f) for f in files]
     cache = AnchorCache(None if args.no_anchor_cache else args.anchor_cache)
-    tasks, costs_info = [], {}
+    tasks, costs_info, skipped = [], {}, 0
     seeds = range(args.seed0, args.seed0 + args.runs)
     anchor_runs = args.anchor_runs if args.anchor_runs is not None else args.runs
     seeds_of = {"kernel_tuner": anchor_runs, "optuna": args.optuna_runs if args.optuna_runs is not None else anchor_runs}
@@ -480,9 +482,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if spec.is_anchor:
                     task["key"] = AnchorCache.key(s, spec, seed, cap)
                     task["cached"] = cache.entries.get(task["key"])
+                    if task["cached"] is None and args.anchors_from_cache:
+                        skipped += 1
+                        continue
                 tasks.append(task)
     tasks.sort(key=lambda t: t["seed"])  # seed by seed: an interrupted run leaves whole seeds in the anchor cache
-    _log(f"{len(tasks)} runs on {len(spaces)} spaces ({sum(1 for t in tasks if t.get('cached'))} anchors cached)")
+    _log(f"{len(tasks)} runs on {len(spaces)} spaces ({sum(1 for t in tasks if t.get('cached'))} anchors cached, "
+         f"{skipped} anchor runs not cached and left out)")
     results: list[dict[str, Any]] = []
     t0 = time.perf_counter()
 
@@ -521,7 +527,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                  "batch_size": "workers + 1 for ours; 1 for the anchors",
                  "clock": "pytest_autotune.simulate: P compile workers, one serial device (verify + timed runs + "
                           "framework), host compute measured; anchors sequential",
-                 "errors": len(errors), "real_s": time.perf_counter() - t0,
+                 "errors": len(errors), "real_s": time.perf_counter() - t0, "anchor_runs_left_out": skipped,
                  "environment": environment(["kernel_tuner", "optuna", "numpy", "scikit-learn"])},
         "costs": costs_info,
         **summary,
