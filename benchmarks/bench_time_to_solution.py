@@ -73,7 +73,8 @@ from benchmarks.bench_strategies import (DEFAULT_SPACES, SpaceInfo, StrategySpec
                                          parse_strategy_spec, select_files, split_specs, validate_spec)
 from pytest_autotune import datasets  # noqa: E402
 from pytest_autotune.runners.replay import ReplayRunner  # noqa: E402
-from pytest_autotune.simulate import CostModel, SimulatedRun, replay_sequence, simulate_search  # noqa: E402
+from pytest_autotune.simulate import (CostModel, SimulatedRun, keep_device_busy, replay_sequence,  # noqa: E402
+                                      simulate_search)
 from pytest_autotune.strategies import make_strategy  # noqa: E402
 from pytest_autotune.strategies.base import StrategyError  # noqa: E402
 
@@ -157,7 +158,8 @@ def run_task(task: Mapping[str, Any]) -> dict[str, Any]:
             runner = ReplayRunner(rec, clock=workers)
             runner.charger.timer = time.thread_time  # the host's CPU time: contention on this machine not charged
             batch = 1 if spec.kind == "optuna" else workers + 1
-            run = simulate_search(strategy, runner, task["cap"], batch_size=batch, stop_below=stop)
+            window = keep_device_busy(workers) if task.get("window") == "adaptive" and batch > 1 else None
+            run = simulate_search(strategy, runner, task["cap"], batch_size=batch, stop_below=stop, window=window)
             if spec.kind == "optuna":  # cache the order and the measured compute, as for Kernel Tuner
                 out["anchor"] = _optuna_record(run, runner)
         out.update(_summary(run, optimum))
@@ -395,7 +397,8 @@ def build_labels(args: argparse.Namespace, workers: Sequence[int]) -> list[tuple
         if spec.kind != "ours":
             raise StrategyError(f"--strategies takes our strategies; use --kernel-tuner / --optuna for {text!r}")
         validate_spec(spec)
-        out.extend((f"{spec.label}@{w}", spec, w) for w in workers)
+        mark = "~" if args.window == "adaptive" else ""
+        out.extend((f"{spec.label}{mark}@{w}", spec, w) for w in workers)
     if args.kernel_tuner != "none":
         if not anchors.have_kernel_tuner():
             _log("Kernel Tuner is not installed (pip install -e '.[bench]'): its strategies are skipped")
@@ -428,6 +431,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--optuna", action=argparse.BooleanOptionalAction, default=True, help="run optuna:tpe@1")
     p.add_argument("--anchor-runs", type=int, help="seeds for Kernel Tuner's strategies (default: --runs)")
     p.add_argument("--optuna-runs", type=int, help="seeds for optuna:tpe@1 (default: --anchor-runs; the slowest runs)")
+    p.add_argument("--window", choices=("full", "adaptive"), default="full",
+                   help="ours: pending proposals workers + 1 ('full'), or just enough to keep the device busy, "
+                        "1 + ceil(compile / device) from what was measured ('adaptive'; labels get '~')")
     p.add_argument("--runs", type=int, default=20, help="seeds per (space, strategy) (default: %(default)s)")
     p.add_argument("--seed0", type=int, default=0)
     p.add_argument("--budget-factor", type=float, default=4.0,
@@ -478,7 +484,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for seed in seeds[:seeds_of.get(spec.kind, args.runs)]:
                 cap = cap_of(s, args.budget_factor, args.min_budget)
                 task = {"space": s.name, "path": str(f), "label": label, "spec": spec, "workers": w, "seed": seed,
-                        "cap": cap}
+                        "cap": cap, "window": args.window}
                 if spec.is_anchor:
                     task["key"] = AnchorCache.key(s, spec, seed, cap)
                     task["cached"] = cache.entries.get(task["key"])
@@ -524,7 +530,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "meta": {"command": " ".join(sys.argv), "runs": args.runs, "seed0": args.seed0, "workers": workers,
                  "anchor_runs": seeds_of["kernel_tuner"], "optuna_runs": seeds_of["optuna"],
                  "budget_factor": args.budget_factor, "min_budget": args.min_budget,
-                 "batch_size": "workers + 1 for ours; 1 for the anchors",
+                 "batch_size": "workers + 1 for ours; 1 for the anchors", "window": args.window,
                  "clock": "pytest_autotune.simulate: P compile workers, one serial device (verify + timed runs + "
                           "framework), host compute measured; anchors sequential",
                  "errors": len(errors), "real_s": time.perf_counter() - t0, "anchor_runs_left_out": skipped,

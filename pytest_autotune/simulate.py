@@ -49,7 +49,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .strategies.base import Strategy
 
 __all__ = ["Charge", "CostModel", "Pipeline", "Span", "CostCharger", "SimulatedRun", "simulate_search",
-           "replay_sequence", "NO_DEVICE"]
+           "keep_device_busy", "replay_sequence", "NO_DEVICE"]
 
 NO_DEVICE = frozenset({FailureKind.COMPILE, FailureKind.INVALID, FailureKind.RESOURCES})
 """Failures that never reach the device: the compiler (or a check before it) rejected the candidate."""
@@ -291,6 +291,8 @@ class SimulatedRun:
     rows: list[int] = field(default_factory=list)
     values: list[float | None] = field(default_factory=list)
     done_s: list[float] = field(default_factory=list)
+    compile_s: list[float] = field(default_factory=list)  # each evaluation's compile time
+    device_s: list[float] = field(default_factory=list)  # and its device time (0 for a compile failure)
     wall_s: float = 0.0  # simulated time at the end
     busy_s: dict[str, float] = field(default_factory=dict)
     stop_reason: str = ""
@@ -316,8 +318,29 @@ def _finish(run: SimulatedRun, pipeline: Pipeline, reason: str) -> SimulatedRun:
     return run
 
 
+def keep_device_busy(workers: int, warmup: int = 3) -> Callable[[SimulatedRun], int]:
+    """A pending window just deep enough to keep the device busy: ``1 + ceil(compile / device)``.
+
+    Medians of the evaluations measured so far, capped at ``workers + 1``;
+    ``workers + 1`` until ``warmup`` evaluations are in. Where the device
+    dominates (long timed runs) compiling ahead cannot help and speculative
+    proposals only cost evaluations, so the window stays small.
+    """
+    def window(run: SimulatedRun) -> int:
+        if len(run.device_s) < warmup:
+            return workers + 1
+        device = float(np.median([d for d in run.device_s if d > 0] or [0.0]))
+        compile_ = float(np.median(run.compile_s))
+        if device <= 0:
+            return workers + 1
+        return int(min(workers + 1, 1 + math.ceil(compile_ / device)))
+
+    return window
+
+
 def simulate_search(strategy: "Strategy", runner: "ReplayRunner", budget: int, *, batch_size: int = 1,
-                    stop_below: float | None = None) -> SimulatedRun:
+                    stop_below: float | None = None,
+                    window: Callable[[SimulatedRun], int] | None = None) -> SimulatedRun:
     """Drive ``strategy`` as the evaluator does, on the runner's simulated clock.
 
     Up to ``batch_size`` proposals are pending; new ones are compiled ahead
@@ -325,7 +348,8 @@ def simulate_search(strategy: "Strategy", runner: "ReplayRunner", budget: int, *
     order and each result is told as it arrives. Ends when the strategy is
     done, after ``budget`` unique evaluations, or once a result at or below
     ``stop_below`` is known (what the evaluator cannot do, and a benchmark
-    needs).
+    needs). ``window(run)``, when given, limits the pending proposals below
+    ``batch_size`` from what the run has measured so far (:func:`keep_device_busy`).
     """
     from .strategies.batch import BatchSearch, proposal_key
 
@@ -338,7 +362,9 @@ def simulate_search(strategy: "Strategy", runner: "ReplayRunner", budget: int, *
     reason = "budget of evaluations spent"
     try:
         while len(run.rows) < budget:
-            fresh = [row for row in (proposal_key(space, p)[1] for p in search.ask()) if row >= 0]
+            room = None if window is None else max(min(window(run), batch_size) - len(search.pending), 0)
+            asked = search.ask(room) if room != 0 else []
+            fresh = [row for row in (proposal_key(space, p)[1] for p in asked) if row >= 0]
             if fresh:
                 runner.prefetch([space.get(row) for row in fresh])
             if not search.pending:
@@ -348,9 +374,12 @@ def simulate_search(strategy: "Strategy", runner: "ReplayRunner", budget: int, *
             row = proposal_key(space, proposal)[1]
             if row >= 0:
                 m = runner.evaluate(space.get(row))
-                value, done = (m.value if m.ok else None), m.extra["simulated"]["done_s"]
+                value, simulated = (m.value if m.ok else None), m.extra["simulated"]
+                done, stages = simulated["done_s"], simulated["stages_s"]
             else:  # outside the restrictions: rejected before compiling, at no cost
-                value, done = None, runner.charger.pipeline.now
+                value, done, stages = None, runner.charger.pipeline.now, {"compile": 0.0}
+            run.compile_s.append(stages["compile"])
+            run.device_s.append(sum(v for k, v in stages.items() if k != "compile"))
             search.tell(proposal, value)
             run.rows.append(row)
             run.values.append(value)
@@ -378,7 +407,10 @@ def replay_sequence(recorded: RecordedSpace, rows: Sequence[int], think_s: Seque
     reason = "sequence replayed"
     for row, think in zip(rows, think_s):
         charger.pipeline.think(think)
-        done = charger.charge(int(row))["done_s"]
+        charged = charger.charge(int(row))
+        done = charged["done_s"]
+        run.compile_s.append(charged["stages_s"]["compile"])
+        run.device_s.append(sum(v for k, v in charged["stages_s"].items() if k != "compile"))
         value = None if row < 0 or recorded.failures[row] is not None else float(recorded.times[row])
         run.rows.append(int(row))
         run.values.append(value)
