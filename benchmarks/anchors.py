@@ -148,6 +148,7 @@ class KTRun:
     strategy_ms: list[float] = field(default_factory=list)  # KT's strategy_time of every served result (ms)
     wall_s: float = 0.0
     served: int = 0  # results the runner served (repeats included)
+    step_ms: list[float] = field(default_factory=list)  # per unique row: KT's strategy_time since the previous one
 
 
 def _restrictions_for(recorded: Any) -> tuple[str, Any]:
@@ -218,7 +219,9 @@ class KernelTunerSpace:
                                f"{len(theirs - ours)} only in Kernel Tuner's, {len(ours - theirs)} only in ours")
         self._checked = True
 
-    def run(self, strategy: str, seed: int, budget: int, options: dict[str, Any] | None = None) -> KTRun:
+    def run(self, strategy: str, seed: int, budget: int, options: dict[str, Any] | None = None,
+            stop_below: float | None = None) -> KTRun:
+        """``stop_below``: end the run once a result at or below it was served (the order up to it is unchanged)."""
         import kernel_tuner
 
         self.check_searchspace()
@@ -233,7 +236,7 @@ class KernelTunerSpace:
             raise ValueError(f"budget_factor must be at least 1, got {factor}")
         strategy_options["max_fevals"] = int(math.ceil(factor * budget))
         t0 = time.perf_counter()
-        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), _stop_when_below(stop_below):
             warnings.simplefilter("ignore")
             results, _env = kernel_tuner.tune_kernel(
                 "bench", "", (1,), [], self.tune_params, restrictions=self.restrictions, cache=self.cachefile,
@@ -245,6 +248,8 @@ class KernelTunerSpace:
         rows: list[int] = []
         values: list[float | None] = []
         strategy_ms: list[float] = []
+        step_ms: list[float] = []
+        since_last = 0.0
         for res in results:
             if not res:
                 continue
@@ -252,8 +257,11 @@ class KernelTunerSpace:
             st = res.get("strategy_time")
             if isinstance(st, (int, float)) and not isinstance(st, bool):
                 strategy_ms.append(float(st))
+                since_last += float(st)
             if key in seen:
                 continue
+            step_ms.append(since_last)
+            since_last = 0.0
             seen.add(key)
             row = space.find(dict(zip(self.names, key)))
             if row < 0:
@@ -265,7 +273,37 @@ class KernelTunerSpace:
             rows.append(int(row))
             values.append(value)
         return KTRun(rows=rows, values=values, strategy_ms=strategy_ms, wall_s=wall,
-                     served=sum(1 for r in results if r))
+                     served=sum(1 for r in results if r), step_ms=step_ms)
+
+
+@contextlib.contextmanager
+def _stop_when_below(limit: float | None):
+    """While active, a Kernel Tuner simulation run ends once it served a time at or below ``limit``.
+
+    Its budget of evaluations is cut to what it has spent, so the strategy
+    stops at its next budget check, as it would at ``max_fevals``.
+    """
+    if limit is None:
+        yield
+        return
+    from kernel_tuner.runners.simulation import SimulationRunner
+
+    original = SimulationRunner.run
+
+    def run(self: Any, parameter_space: Any, tuning_options: Any) -> Any:
+        results = original(self, parameter_space, tuning_options)
+        for res in results:
+            t = res.get("time") if res else None
+            if isinstance(t, (int, float)) and not isinstance(t, bool) and "__error__" not in res and t <= limit:
+                tuning_options.budget.max_fevals = tuning_options.budget.num_fevals
+                break
+        return results
+
+    SimulationRunner.run = run
+    try:
+        yield
+    finally:
+        SimulationRunner.run = original
 
 
 # -- Optuna ------------------------------------------------------------------------------------------------

@@ -429,7 +429,7 @@ def test_discover_finds_measured_files_by_content(tmp_path):
 
 
 def test_sniff_large_files_from_their_head(tmp_path, monkeypatch):
-    import pytest_autotune.datasets as ds
+    import pytest_autotune.datasets.load as ds
     monkeypatch.setattr(ds, "_SNIFF_BYTES", 300)  # force the prefix path on these small files
     for doc in (kt_doc(), ktt_doc(), t4_doc()):
         assert len(json.dumps(doc)) > 300

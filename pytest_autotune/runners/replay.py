@@ -14,6 +14,15 @@ generator seeded by ``seed``, so the same sequence of evaluations gives the
 same numbers. The measurement's value is the recorded value times ``scale``
 times the mean noise factor of its samples, so with ``noise=0`` it is the
 recorded value exactly and with noise it moves with its samples.
+
+``clock`` puts the runner on a simulated clock (:mod:`pytest_autotune.simulate`):
+a number of compile workers or a :class:`~pytest_autotune.simulate.Pipeline`.
+Each evaluation is then charged its recorded costs (compile on a worker;
+verification, the timed runs and framework overhead on the one device; the
+host's own time between calls as measured), :meth:`ReplayRunner.prefetch`
+starts compiling candidates ahead (the evaluator's ``prefetch`` hook), and
+``measurement.extra["simulated"]`` holds what was charged and when its result
+was known. ``runner.simulated_seconds`` is the simulated wall time so far.
 """
 from __future__ import annotations
 
@@ -27,6 +36,7 @@ import numpy as np
 from ..datasets import RecordedSpace, SpaceDefinition, load_dataset
 from ..measure import EarlyStop
 from ..results import FailureKind, Measurement
+from ..simulate import CostCharger, Pipeline
 from .device import DeviceInfo
 from .errors import BackendUnavailable, SpecError
 
@@ -47,7 +57,8 @@ class ReplayRunner:
 
     def __init__(self, recorded: RecordedSpace | str | os.PathLike, noise: float = 0.0, scale: float = 1.0,
                  seed: int | np.random.SeedSequence | np.random.Generator | None = None, *,
-                 definition: str | os.PathLike | Mapping[str, Any] | SpaceDefinition | None = None):
+                 definition: str | os.PathLike | Mapping[str, Any] | SpaceDefinition | None = None,
+                 clock: "int | Pipeline | None" = None):
         if isinstance(recorded, RecordedSpace):
             if definition is not None:
                 raise SpecError("ReplayRunner: definition= applies only when the recording is given as a path")
@@ -69,6 +80,12 @@ class ReplayRunner:
         self.seed = seed
         self._rng = np.random.default_rng(seed)
         self._names = set(self.recorded.space.names)
+        self.charger: CostCharger | None = None
+        if clock is not None:
+            try:
+                self.charger = CostCharger(self.recorded, clock)
+            except ValueError as exc:
+                raise SpecError(f"ReplayRunner: clock: {exc}") from None
         self.evaluations = 0
         self.profiles = 0
         self.closed = False
@@ -150,6 +167,8 @@ class ReplayRunner:
         if row < 0:
             return Measurement.failed(params, FailureKind.INVALID, detail=self._explain_unknown(params))
         m = self.recorded.measurement(row, params)
+        if self.charger is not None:
+            m.extra["simulated"] = self.charger.charge(row)
         if not m.ok:
             return m
         recorded = np.asarray(m.samples, dtype=np.float64)
@@ -163,6 +182,17 @@ class ReplayRunner:
             m.samples = m.samples[:stop.runs]
             m.value, m.early_stopped = float(np.median(m.samples)), True
         return m
+
+    # -- simulated clock ------------------------------------------------------------------------------
+    def prefetch(self, configs: list[Mapping[str, Any]]) -> None:
+        """Start compiling ``configs`` on the simulated compile workers (no-op without a clock)."""
+        if self.charger is not None:
+            self.charger.prefetch([self._row(p) if isinstance(p, Mapping) else -1 for p in configs])
+
+    @property
+    def simulated_seconds(self) -> float:
+        """Simulated wall time so far (0 without a clock)."""
+        return self.charger.pipeline.now if self.charger is not None else 0.0
 
     def profile(self, params: Mapping[str, Any]) -> dict[str, float]:
         """Recorded hardware counters (counter name -> value) of a configuration that ran.
