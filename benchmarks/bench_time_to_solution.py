@@ -159,7 +159,8 @@ def run_task(task: Mapping[str, Any]) -> dict[str, Any]:
             runner.charger.timer = time.thread_time  # the host's CPU time: contention on this machine not charged
             batch = 1 if spec.kind == "optuna" else workers + 1
             window = keep_device_busy(workers) if task.get("window") == "adaptive" and batch > 1 else None
-            run = simulate_search(strategy, runner, task["cap"], batch_size=batch, stop_below=stop, window=window)
+            run = simulate_search(strategy, runner, task["cap"], batch_size=batch, stop_below=stop, window=window,
+                                  early_stop=task.get("early_stop", True))
             if spec.kind == "optuna":  # cache the order and the measured compute, as for Kernel Tuner
                 out["anchor"] = _optuna_record(run, runner)
         out.update(_summary(run, optimum))
@@ -434,6 +435,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--window", choices=("full", "adaptive"), default="full",
                    help="ours: pending proposals workers + 1 ('full'), or just enough to keep the device busy, "
                         "1 + ceil(compile / device) from what was measured ('adaptive'; labels get '~')")
+    p.add_argument("--early-stop", action=argparse.BooleanOptionalAction, default=True,
+                   help="ours stops timing hopeless candidates as the product does (default: on)")
     p.add_argument("--runs", type=int, default=20, help="seeds per (space, strategy) (default: %(default)s)")
     p.add_argument("--seed0", type=int, default=0)
     p.add_argument("--budget-factor", type=float, default=4.0,
@@ -484,7 +487,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for seed in seeds[:seeds_of.get(spec.kind, args.runs)]:
                 cap = cap_of(s, args.budget_factor, args.min_budget)
                 task = {"space": s.name, "path": str(f), "label": label, "spec": spec, "workers": w, "seed": seed,
-                        "cap": cap, "window": args.window}
+                        "cap": cap, "window": args.window, "early_stop": args.early_stop}
                 if spec.is_anchor:
                     task["key"] = AnchorCache.key(s, spec, seed, cap)
                     task["cached"] = cache.entries.get(task["key"])
@@ -531,6 +534,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                  "anchor_runs": seeds_of["kernel_tuner"], "optuna_runs": seeds_of["optuna"],
                  "budget_factor": args.budget_factor, "min_budget": args.min_budget,
                  "batch_size": "workers + 1 for ours; 1 for the anchors", "window": args.window,
+                 "early_stop": args.early_stop,
                  "clock": "pytest_autotune.simulate: P compile workers, one serial device (verify + timed runs + "
                           "framework), host compute measured; anchors sequential",
                  "errors": len(errors), "real_s": time.perf_counter() - t0, "anchor_runs_left_out": skipped,

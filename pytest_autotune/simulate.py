@@ -340,7 +340,7 @@ def keep_device_busy(workers: int, warmup: int = 3) -> Callable[[SimulatedRun], 
 
 def simulate_search(strategy: "Strategy", runner: "ReplayRunner", budget: int, *, batch_size: int = 1,
                     stop_below: float | None = None,
-                    window: Callable[[SimulatedRun], int] | None = None) -> SimulatedRun:
+                    window: Callable[[SimulatedRun], int] | None = None, early_stop: bool = False) -> SimulatedRun:
     """Drive ``strategy`` as the evaluator does, on the runner's simulated clock.
 
     Up to ``batch_size`` proposals are pending; new ones are compiled ahead
@@ -349,8 +349,12 @@ def simulate_search(strategy: "Strategy", runner: "ReplayRunner", budget: int, *
     done, after ``budget`` unique evaluations, or once a result at or below
     ``stop_below`` is known (what the evaluator cannot do, and a benchmark
     needs). ``window(run)``, when given, limits the pending proposals below
-    ``batch_size`` from what the run has measured so far (:func:`keep_device_busy`).
+    ``batch_size`` from what the run has measured so far (:func:`keep_device_busy`). With
+    ``early_stop``, each measurement gets the evaluator's early-stop cutoff
+    (:meth:`~pytest_autotune.measure.EarlyStop.after_best` of the best fully timed value so far) and
+    a stopped configuration is charged only the runs it made.
     """
+    from .measure import EarlyStop
     from .strategies.batch import BatchSearch, proposal_key
 
     if runner.charger is None:
@@ -360,6 +364,7 @@ def simulate_search(strategy: "Strategy", runner: "ReplayRunner", budget: int, *
     run = SimulatedRun()
     runner.charger.restart_host_timer()
     reason = "budget of evaluations spent"
+    best_timed: float | None = None  # the early-stop reference: best fully timed value so far
     try:
         while len(run.rows) < budget:
             room = None if window is None else max(min(window(run), batch_size) - len(search.pending), 0)
@@ -373,8 +378,11 @@ def simulate_search(strategy: "Strategy", runner: "ReplayRunner", budget: int, *
             proposal = search.pending[0]
             row = proposal_key(space, proposal)[1]
             if row >= 0:
-                m = runner.evaluate(space.get(row))
+                cutoff = EarlyStop.after_best(best_timed) if early_stop else None
+                m = runner.evaluate(space.get(row), stop=cutoff)
                 value, simulated = (m.value if m.ok else None), m.extra["simulated"]
+                if value is not None and not m.early_stopped and (best_timed is None or value < best_timed):
+                    best_timed = value
                 done, stages = simulated["done_s"], simulated["stages_s"]
             else:  # outside the restrictions: rejected before compiling, at no cost
                 value, done, stages = None, runner.charger.pipeline.now, {"compile": 0.0}

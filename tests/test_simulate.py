@@ -265,3 +265,19 @@ def test_the_adaptive_window_keeps_just_enough_pending_to_feed_the_device(tmp_pa
     assert run.rows == rows and seen[:3] == [0, 1, 2]
     assert run.done_s == pytest.approx([0.121, 0.438, 0.488])  # no overlap: the sequential sums
     assert run.compile_s == pytest.approx([0.1, 0.3, 0.05]) and run.device_s == pytest.approx([0.021, 0.017, 0.0])
+
+
+def test_early_stopping_on_the_clock_charges_only_the_runs_made(spaces_dir):
+    # A real recording with per-run times: the same evaluation order with and without early stopping.
+    path = spaces_dir / "kerneltuner" / "pnpoly_RTX_3090.json.gz"
+    if not path.exists():
+        pytest.skip(f"{path} not found")
+    rec = load_dataset(path)
+    order = [int(r) for r in np.argsort(rec.times)[::-1] if np.isfinite(rec.times[r])][:20]
+    order = [int(np.nanargmin(rec.times))] + order  # the best first: everything after it is hopeless
+    full = simulate_search(Fixed(rec.space, order), ReplayRunner(rec, clock=1), budget=len(order))
+    stopped = simulate_search(Fixed(rec.space, order), ReplayRunner(rec, clock=1), budget=len(order),
+                              early_stop=True)
+    assert stopped.rows == full.rows  # the same configurations, in the same order
+    assert sum(stopped.device_s) < 0.8 * sum(full.device_s)
+    assert stopped.values[0] == full.values[0]  # the best was timed in full

@@ -167,9 +167,9 @@ class ReplayRunner:
         if row < 0:
             return Measurement.failed(params, FailureKind.INVALID, detail=self._explain_unknown(params))
         m = self.recorded.measurement(row, params)
-        if self.charger is not None:
-            m.extra["simulated"] = self.charger.charge(row)
         if not m.ok:
+            if self.charger is not None:
+                m.extra["simulated"] = self.charger.charge(row)
             return m
         recorded = np.asarray(m.samples, dtype=np.float64)
         factors = np.ones(len(recorded))
@@ -181,6 +181,8 @@ class ReplayRunner:
         if stop is not None and stop.hopeless(m.samples):
             m.samples = m.samples[:stop.runs]
             m.value, m.early_stopped = float(np.median(m.samples)), True
+        if self.charger is not None:  # an early-stopped configuration is charged only the runs it made
+            m.extra["simulated"] = self.charger.charge(row, iterations=len(m.samples) if m.early_stopped else None)
         return m
 
     # -- simulated clock ------------------------------------------------------------------------------
