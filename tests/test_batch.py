@@ -313,3 +313,22 @@ def test_auto_batches_its_model_phase_and_its_walk() -> None:
     for row, i in walk._model._obs_of_row.items():  # the guide saw the truths of the model phase's stand-ins
         value = walk._model._obs_value[i]
         assert (strategy.observed[row] is None and np.isnan(value)) or value == strategy.observed[row]
+
+
+def test_a_chain_hands_over_only_when_the_first_phase_results_are_in() -> None:
+    """Batching, the walk must start from the best of the model phase's results, not of the few told so far."""
+    space = sparse_space()
+    strategy = make_strategy("auto", space, seed=4)
+    chain = strategy.delegate
+    walk = chain.phases[1]
+    at_start: dict[int, float | None] = {}
+    original = walk.search
+
+    def search():
+        at_start.update(chain.observed)
+        return (yield from original())
+
+    walk.search = search
+    history = Evaluator(space, bowl(space, fail=lambda v: v[3] == 5), budget=60, batch_size=8).run(strategy)
+    first_phase = [r for r in history.records[:20]]
+    assert all(at_start[r.row] == r.value for r in first_phase)  # no stand-in left when the walk begins
