@@ -18,6 +18,10 @@ Batch size 1 is the sequential search: its column must equal
 ``--reference``, default ``benchmarks/results/strategies.json``, where the
 seeds overlap; the differences are printed and stored).
 
+``--merge A.json B.json ...`` combines earlier ``--json`` outputs (for
+example seeds 0-4 and 5-9 run apart) into one table and JSON, without
+running anything.
+
 Outputs: a table on stdout (rows = strategies, columns = the aggregate over
 the 13 measured spaces, mean +/- SE, per batch size, then the change from
 batch size 1) and ``--json`` with every score (per space, strategy, batch
@@ -116,6 +120,45 @@ def summarise(spaces: Sequence[SpaceInfo], labels: Sequence[str], batches: Seque
     return {"results": results, "aggregate": aggregate}
 
 
+def runs_from_json(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """An earlier ``--json`` output: its payload, and its runs rebuilt from the per-space scores."""
+    payload = json.loads(path.read_text())
+    runs = []
+    for space, per in payload["results"].items():
+        for label, by_batch in per.items():
+            for b, entry in by_batch.items():
+                for seed, score, evaluations in zip(entry["seeds"], entry["scores"], entry["evaluations"]):
+                    runs.append({"space": space, "label": label, "batch": int(b), "seed": seed, "score": score,
+                                 "evaluations": evaluations, "strategy_ms": entry["strategy_cpu_ms_mean"]})
+    return payload, runs
+
+
+def merge(paths: Sequence[Path]) -> tuple[list[SpaceInfo], list[str], list[int], list[int], list[dict[str, Any]]]:
+    """Spaces, strategy labels, batch sizes, seeds and runs of several ``--json`` outputs (duplicates refused)."""
+    spaces: dict[str, SpaceInfo] = {}
+    labels: list[str] = []
+    batches: set[int] = set()
+    runs: list[dict[str, Any]] = []
+    seen: set[tuple[str, str, int, int]] = set()
+    for path in paths:
+        payload, some = runs_from_json(path)
+        for name, info in payload["spaces"].items():
+            spaces.setdefault(name, SpaceInfo(name=name, path=info["file"], format=info["format"], n_configs=info["N"],
+                                              n_valid=info["valid"], budget=info["budget"], optimum=info["optimum"],
+                                              median=info["median"], fingerprint=info["sha256"],
+                                              definition=info["definition"], has_counters=info["counters"]))
+        for r in some:
+            key = (r["space"], r["label"], r["batch"], r["seed"])
+            if key in seen:
+                raise ValueError(f"{path}: run {key} is in more than one file")
+            seen.add(key)
+            runs.append(r)
+            if r["label"] not in labels:
+                labels.append(r["label"])
+            batches.add(r["batch"])
+    return list(spaces.values()), labels, sorted(batches), sorted({r["seed"] for r in runs}), runs
+
+
 def compare_reference(summary: dict[str, Any], reference: Path | None) -> dict[str, Any]:
     """Batch size 1 against ``bench_strategies.py``'s stored scores for the same seeds: the largest difference."""
     if reference is None or not reference.exists():
@@ -126,7 +169,9 @@ def compare_reference(summary: dict[str, Any], reference: Path | None) -> dict[s
         for label, by_batch in per.items():
             ours = by_batch.get("1")
             theirs = ref.get(space, {}).get(label)
-            if ours is None or theirs is None:
+            if isinstance(theirs, dict) and "1" in theirs:  # another bench_batch output
+                theirs = theirs["1"]
+            if ours is None or theirs is None or "seeds" not in theirs:
                 continue
             stored = dict(zip(theirs["seeds"], theirs["scores"]))
             for seed, score in zip(ours["seeds"], ours["scores"]):
@@ -159,13 +204,13 @@ def format_table(labels: Sequence[str], batches: Sequence[int], aggregate: dict[
 def format_spaces(spaces: Sequence[SpaceInfo], labels: Sequence[str], batches: Sequence[int],
                   results: dict[str, Any]) -> str:
     lines = ["per space: mean score at batch " + " / ".join(map(str, batches))]
-    lines.append(f"{'strategy':<22}" + "".join(f"{short_name(s.name):>22}" for s in spaces))
+    lines.append(f"{'strategy':<22}" + "".join(f" {short_name(s.name):>23}" for s in spaces))
     for label in labels:
         cells = []
         for s in spaces:
             by_batch = results.get(s.name, {}).get(label, {})
             cells.append("/".join(f"{by_batch[str(b)]['mean']:.2f}" if str(b) in by_batch else "-" for b in batches))
-        lines.append(f"{label:<22}" + "".join(f"{c:>22}" for c in cells))
+        lines.append(f"{label:<22}" + "".join(f" {c:>23}" for c in cells))
     return "\n".join(lines)
 
 
@@ -187,7 +232,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--reference", type=Path, default=DEFAULT_REFERENCE,
                    help="bench_strategies.py JSON whose scores batch size 1 must equal (default: %(default)s)")
     p.add_argument("--json", type=Path, default=None, help="write everything as JSON here")
+    p.add_argument("--merge", type=Path, nargs="+", default=None,
+                   help="combine earlier --json outputs (different seeds) instead of running")
     args = p.parse_args(argv)
+    if args.merge:
+        try:
+            spaces, labels, batches, seeds, runs = merge(args.merge)
+        except (OSError, KeyError, ValueError) as exc:
+            p.error(f"--merge: {exc}")
+        return report(args, spaces, labels, batches, seeds, runs, 0.0, argv)
 
     try:
         batches = [int(b) for b in args.batch_sizes.split(",") if b.strip()]
@@ -231,7 +284,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     errors = [r for r in runs if "error" in r]
     for r in errors[:5]:
         _log(f"error in {r['space']} {r['label']} seed {r['seed']} batch {r['batch']}: {r['error']}")
-    labels = [s.label for s in specs]
+    return report(args, spaces, [s.label for s in specs], batches, seeds, runs, time.perf_counter() - t0, argv)
+
+
+def report(args: argparse.Namespace, spaces: Sequence[SpaceInfo], labels: Sequence[str], batches: Sequence[int],
+           seeds: Sequence[int], runs: list[dict[str, Any]], elapsed: float, argv: Sequence[str] | None) -> int:
+    """Print the tables and write the JSON; 1 when a run failed."""
+    errors = [r for r in runs if "error" in r]
     summary = summarise(spaces, labels, batches, runs)
     reference = compare_reference(summary, args.reference) if 1 in batches else {"note": "batch size 1 not run"}
     print(format_table(labels, batches, summary["aggregate"], "measured"))
@@ -242,12 +301,13 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"largest difference {reference['max_abs_difference']:.2e} ({len(reference['mismatches'])} differ)")
     if args.json is not None:
         payload = {"meta": {"command": ["benchmarks/bench_batch.py", *(argv if argv is not None else sys.argv[1:])],
-                            "spaces_dir": str(args.spaces), "runs": args.runs, "seeds": seeds, "batch_sizes": batches,
-                            "jobs": args.jobs, "elapsed_s": time.perf_counter() - t0, "errors": len(errors),
-                            "cpu_s": sum(r["cpu_s"] for r in runs),
+                            "spaces_dir": str(args.spaces), "runs": len(seeds), "seeds": list(seeds),
+                            "batch_sizes": list(batches), "jobs": args.jobs, "elapsed_s": elapsed,
+                            "errors": len(errors), "cpu_s": sum(r.get("cpu_s", 0.0) for r in runs),
+                            "merged_from": [str(m) for m in args.merge or []],
                             "statistics": "as bench_strategies.py: per space mean/std/se over seeds; aggregate mean "
                                           "over spaces, se propagated, std over per-seed aggregates"},
-                   "spaces": {s.name: s.as_json() for s in spaces}, "strategies": [s.as_json() for s in specs],
+                   "spaces": {s.name: s.as_json() for s in spaces}, "strategies": list(labels),
                    "batch_1_vs_reference": reference, **summary}
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(payload, indent=1))

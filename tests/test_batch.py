@@ -126,6 +126,14 @@ def test_batch_size_one_reproduces_orders_on_recorded_spaces(spaces_dir: Path, r
         if name == "profile" and profiler is None:
             continue
         _same_order(rec.space, objective, name, 0, 50, profiler=profiler)
+    if profiler is not None:  # the counter-guided strategy batches too (on the one recording with counters)
+        strategy = make_strategy("profile", rec.space, seed=0)
+        strategy.profiler = profiler
+        sizes: list[int] = []
+        history = Evaluator(rec.space, objective, budget=60, batch_size=4,
+                            prefetch=lambda p: sizes.append(len(p))).run(strategy)
+        assert len({r.row for r in history.records}) == 60 and max(sizes) == 4
+        assert all(strategy.observed[r.row] == r.value for r in history.records)
 
 
 # -- larger batches -----------------------------------------------------------------------------------------
@@ -286,6 +294,15 @@ def test_model_based_strategies_learn_the_truth_of_every_stand_in() -> None:
         assert (truth[row] is None and np.isnan(value)) or value == truth[row]
 
 
+def test_shrinking_sample_learns_the_truth_of_every_stand_in() -> None:
+    space = sparse_space()
+    strategy = make_strategy("shrinking_sample", space, seed=2)
+    truth = _truths(Evaluator(space, bowl(space, fail=lambda v: v[3] == 5), budget=60, batch_size=8).run(strategy))
+    seen = np.flatnonzero(strategy._seen)
+    assert len(seen) and all((truth[r] is None and np.isnan(strategy._vals[r])) or strategy._vals[r] == truth[r]
+                             for r in seen.tolist() if r in truth)
+
+
 def test_auto_batches_its_model_phase_and_its_walk() -> None:
     space = sparse_space()
     strategy = make_strategy("auto", space, seed=0)
@@ -296,3 +313,22 @@ def test_auto_batches_its_model_phase_and_its_walk() -> None:
     for row, i in walk._model._obs_of_row.items():  # the guide saw the truths of the model phase's stand-ins
         value = walk._model._obs_value[i]
         assert (strategy.observed[row] is None and np.isnan(value)) or value == strategy.observed[row]
+
+
+def test_a_chain_hands_over_only_when_the_first_phase_results_are_in() -> None:
+    """Batching, the walk must start from the best of the model phase's results, not of the few told so far."""
+    space = sparse_space()
+    strategy = make_strategy("auto", space, seed=4)
+    chain = strategy.delegate
+    walk = chain.phases[1]
+    at_start: dict[int, float | None] = {}
+    original = walk.search
+
+    def search():
+        at_start.update(chain.observed)
+        return (yield from original())
+
+    walk.search = search
+    history = Evaluator(space, bowl(space, fail=lambda v: v[3] == 5), budget=60, batch_size=8).run(strategy)
+    first_phase = [r for r in history.records[:20]]
+    assert all(at_start[r.row] == r.value for r in first_phase)  # no stand-in left when the walk begins

@@ -76,11 +76,13 @@ class Chain(Strategy):
         if first.budget > 0:
             phase = first.search()
             spent = 0  # new configurations proposed (a re-proposed evaluated row is free)
+            proposed: list[int] = []  # rows the first phase proposed
             try:
                 proposal = next(phase)
                 while True:
-                    spent += sum(not isinstance(p, (int, np.integer)) or int(p) not in self.observed
-                                 for p in (proposal if isinstance(proposal, Batch) else [proposal]))
+                    members = proposal if isinstance(proposal, Batch) else [proposal]
+                    spent += sum(not isinstance(p, (int, np.integer)) or int(p) not in self.observed for p in members)
+                    proposed.extend(int(p) for p in members if isinstance(p, (int, np.integer)))
                     value = yield proposal
                     if spent >= first.budget:
                         break
@@ -88,6 +90,10 @@ class Chain(Strategy):
             except StopIteration:
                 pass  # the first strategy ended early (space exhausted): the second goes on
             phase.close()
+            if self.batch_size > 1 and proposed:
+                # Batching, some of the first phase's results are still pending: wait for them (a batch of what
+                # it proposed; the known ones are free), or the second phase starts from the best of too little.
+                yield Batch(proposed)
         then.budget = self.budget
         return (yield from then.search())
 

@@ -44,7 +44,7 @@ import numpy as np
 
 from ._counters import (DEFAULT_CUTOFF, DEFAULT_EXPONENT, DEFAULT_INST_REACTION, CounterModel, CounterModelError,
                         analyze_bottlenecks, compute_changes, normalise_scores, score_candidates, train_model)
-from .base import SearchGenerator, Strategy, StrategyError, check
+from .base import Batch, SearchGenerator, Strategy, StrategyError, check
 from .registry import register
 
 # A profiler that fails this many configurations in a row, never having succeeded, is broken, not unlucky.
@@ -201,7 +201,8 @@ class ProfileSearch(Strategy):
             if not left:
                 return
             row = left[0]
-            value = yield row
+            # batching, wait for this one's result (a batch of one): a stand-in would never profile
+            value = (yield Batch([row]))[0] if self.batch_size > 1 else (yield row)
             if value is not None:
                 counters = self._profile(row)
                 if counters is not None:
@@ -217,8 +218,10 @@ class ProfileSearch(Strategy):
             chosen = self.rng.choice(candidates, size=k, replace=False, p=w / w.sum())
             # 4. n steps without profiling
             batch: list[tuple[float, int]] = []
-            for row in chosen:
-                value = yield int(row)
+            # batching, the n steps go out together: none of them depends on another's result
+            values = (yield Batch([int(r) for r in chosen])) if self.batch_size > 1 else None
+            for i, row in enumerate(chosen):
+                value = values[i] if values is not None else (yield int(row))
                 if value is not None:
                     batch.append((value, int(row)))
             # the next reference: the batch's fastest (or the best so far) that can be profiled

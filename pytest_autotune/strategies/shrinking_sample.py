@@ -186,6 +186,11 @@ class ShrinkingSample(_LocalSearch):
         self._vals[row] = np.nan if value is None else float(value)
         return value
 
+    def revise(self, row: int, value: float | None) -> None:
+        """The truth of a pending row of a batch, first recorded as failed."""
+        if getattr(self, "_vals", None) is not None and self._seen[row]:
+            self._vals[row] = np.nan if value is None else float(value)
+
     def _sync(self) -> None:
         """Fold evaluations made outside :meth:`_evaluate` (the local-search polish) into the arrays."""
         for row, value in self.observed.items():
