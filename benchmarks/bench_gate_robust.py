@@ -17,7 +17,8 @@ machine other than the lock's). Per round and condition:
   "incomparable" when this session's probes differ from the lock's beyond the tolerance, or when the
   lock's runner-up (recorded in the lock session), timed beside the winner now, slowed alike;
 * slower edit (synthetic kernels): ``today`` = the edited kernel's samples against the locked ones;
-  ``robust`` = A/B, locked source against edited source in interleaved rounds on this machine.
+  ``robust`` = A/B as the gate does it: a runner per source, both workers pinned to one CPU, interleaved
+  rounds, and a suspected slowdown confirmed in two more blocks.
 
 A failure of an unchanged kernel is a false alarm; a failure of a slowed one a detection. "incomparable"
 is neither (the robust gate's default policy warns and passes).
@@ -49,6 +50,7 @@ from pytest_autotune.gate import run_ab_gate, run_gate  # noqa: E402
 from pytest_autotune.measure import MeasureOptions  # noqa: E402
 from pytest_autotune.probes import compare_machines, measure_cpu_probes  # noqa: E402
 from pytest_autotune.runners import KernelSpec, make_runner  # noqa: E402
+from pytest_autotune.runners.isolation import sharing_one_cpu  # noqa: E402
 from pytest_autotune.runners.kernel import with_code  # noqa: E402
 
 SYNTHETIC = r"""
@@ -94,6 +96,15 @@ def measure(spec: KernelSpec, params: dict[str, Any]) -> Callable[[], Any]:
         finally:
             runner.close()
     return run
+
+
+def ab_gate(name: str, entry: dict[str, Any], locked: KernelSpec, edited: KernelSpec, params: dict[str, Any],
+            tolerance: float, alpha: float) -> str:
+    """The product's A/B: one runner per source, alive for the comparison, both pinned to one CPU."""
+    with make_runner(locked, runner="c", measure=MeasureOptions()) as a, \
+            make_runner(edited, runner="c", measure=MeasureOptions()) as b, sharing_one_cpu(a, b):
+        return run_ab_gate(name, "bench", entry, lambda: a.evaluate(params), lambda: b.evaluate(params),
+                           tolerance, alpha).verdict
 
 
 class Neighbour:
@@ -165,10 +176,14 @@ def main(argv: list[str] | None = None) -> int:
                 machine = compare_machines(lock_probes, probes, args.tolerance)
                 for name, (spec, params) in kernels.items():
                     fresh = measure(spec, params)
-                    m = fresh()
-                    today = run_gate(name, "bench", entries[name], m, args.tolerance, args.alpha)
-                    robust = run_gate(name, "bench", entries[name], m, args.tolerance, args.alpha, remeasure=fresh,
-                                      machine=machine, reference=lambda p, spec=spec: measure(spec, p)())
+                    # one runner per gate session, as the plugin has: first measurement, confirmation rounds
+                    # and the runner-up beside the winner all in its worker
+                    with make_runner(spec, runner="c", measure=MeasureOptions()) as session:
+                        m = session.evaluate(params)
+                        today = run_gate(name, "bench", entries[name], m, args.tolerance, args.alpha)
+                        robust = run_gate(name, "bench", entries[name], m, args.tolerance, args.alpha,
+                                          remeasure=lambda: session.evaluate(params), machine=machine,
+                                          reference=session.evaluate)
                     results[(name, "unchanged", condition, "today")].append(today.verdict)
                     results[(name, "unchanged", condition, "robust")].append(robust.verdict)
                     if name not in SYNTHETIC_SIZES or i >= args.edit_runs:
@@ -180,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
                         results[(name, scenario, condition, "today")].append(
                             run_gate(name, "bench", entries[name], slow(), args.tolerance, args.alpha).verdict)
                         results[(name, scenario, condition, "robust")].append(
-                            run_ab_gate(name, "bench", entries[name], fresh, slow, args.tolerance, args.alpha).verdict)
+                            ab_gate(name, entries[name], spec, edited, params, args.tolerance, args.alpha))
             finally:
                 if ctx:
                     ctx.__exit__(None, None, None)

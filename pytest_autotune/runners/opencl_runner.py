@@ -215,7 +215,7 @@ class OpenCLExecutor(CompiledKernelExecutor):
             self.local = local_sizes(self.spec, params)
         except InvalidConfiguration as exc:
             return Measurement.failed(params, FailureKind.INVALID, str(exc))
-        return super().evaluate(params, keep_outputs, stop)
+        return super().evaluate(params, keep_outputs, stop=stop)
 
     # -- compile ---------------------------------------------------------------
     def check_geometry(self, geometry: Geometry) -> str | None:
@@ -337,11 +337,11 @@ class OpenCLRunner(HostedRunner):
                  stop: EarlyStop | None = None) -> Measurement:
         """Check under Oclgrind (with ``check``), then compile, verify and time on the device."""
         if self.checker is None:
-            return super().evaluate(params, keep_outputs, stop)
+            return super().evaluate(params, keep_outputs, stop=stop)
         verdict = self.checker.evaluate(params)
         if not verdict.ok:
             return verdict
-        measurement = super().evaluate(params, keep_outputs, stop)
+        measurement = super().evaluate(params, keep_outputs, stop=stop)
         measurement.timings["check_s"] = verdict.timings.get("wall_s", 0.0)
         return measurement
 
