@@ -222,10 +222,13 @@ class SharedSlowdown:
     runner_up_pct: float  # the runner-up now against its locked samples
     relative_pct: float  # the winner's time relative to the runner-up's, now against then
     tolerance_pct: float
+    corrected: Comparison | None = None  # the gate's test on the winner's samples corrected by the runner-up
 
     @property
     def shared(self) -> bool:
         """Both slowed alike: the conditions (machine, load), not this configuration."""
+        if self.corrected is not None:
+            return not self.corrected.slower
         return self.relative_pct <= self.tolerance_pct
 
     def describe(self) -> str:
@@ -260,8 +263,13 @@ def shared_slowdown(entry: Mapping[str, Any], measure_winner: Measure,
     w_now, r_now = med(w), med(r)
     w_then, r_then = med(entry["samples"]), med(ups[0]["samples"])
     relative = (w_now / r_now) / (w_then / r_then) - 1.0
+    # The winner's samples of now, scaled by how much the runner-up slowed, against the locked ones, with
+    # the gate's own test: "slower relative to the runner-up" must be beyond the tolerance and significant
+    # (a 7-sample runner-up of a 6 ms memory-bound kernel reads +-10 % by itself).
+    corrected = compare_samples(faster_half(entry["samples"]), [x * r_then / r_now for x in faster_half(w)],
+                                tolerance * 100.0, alpha)
     return SharedSlowdown((w_now / w_then - 1) * 100.0, (r_now / r_then - 1) * 100.0, relative * 100.0,
-                          tolerance * 100.0)
+                          tolerance * 100.0, corrected)
 
 
 def _fmt_changes(machine: MachineComparison) -> str:
