@@ -177,6 +177,12 @@ def run_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measurement: Me
     if cmp.slower and not (isinstance(machine, MachineComparison) and not machine.comparable) \
             and reference is not None and remeasure is not None:
         shared = shared_slowdown(entry, remeasure, reference, tolerance, alpha, pause_s)
+        if shared is not None and not shared.persisted and shared.winner is not None:
+            # timed once more beside its runner-up, the winner is within its lock: a passing slowdown
+            outcome.notes.append(f"a suspected regression ({cmp.change_pct:+.1f}%) did not persist when timed "
+                                 f"beside its runner-up ({shared.winner.change_pct:+.1f}%)")
+            cmp = outcome.comparison = shared.winner
+            shared = None
     if cmp.slower and isinstance(machine, MachineComparison) and not machine.comparable:
         # Only a verdict of "slower" is withheld: a pass or "faster" on another machine says as much as
         # it says on the lock's (bench_gate_robust: this VM's bandwidth probe alone varies by -20..+38 %).
@@ -223,6 +229,12 @@ class SharedSlowdown:
     relative_pct: float  # the winner's time relative to the runner-up's, now against then
     tolerance_pct: float
     corrected: Comparison | None = None  # the gate's test on the winner's samples corrected by the runner-up
+    winner: Comparison | None = None  # the gate's test on the winner's samples of this block, uncorrected
+
+    @property
+    def persisted(self) -> bool:
+        """The winner is still slower than its lock in this block (else the slowdown was a passing one)."""
+        return self.winner is None or self.winner.slower
 
     @property
     def shared(self) -> bool:
@@ -268,8 +280,9 @@ def shared_slowdown(entry: Mapping[str, Any], measure_winner: Measure,
     # (a 7-sample runner-up of a 6 ms memory-bound kernel reads +-10 % by itself).
     corrected = compare_samples(faster_half(entry["samples"]), [x * r_then / r_now for x in faster_half(w)],
                                 tolerance * 100.0, alpha)
+    winner = compare_samples(faster_half(entry["samples"]), faster_half(w), tolerance * 100.0, alpha)
     return SharedSlowdown((w_now / w_then - 1) * 100.0, (r_now / r_then - 1) * 100.0, relative * 100.0,
-                          tolerance * 100.0, corrected)
+                          tolerance * 100.0, corrected, winner)
 
 
 def _fmt_changes(machine: MachineComparison) -> str:

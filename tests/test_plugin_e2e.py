@@ -434,7 +434,7 @@ def test_missing_entry_policies_and_stale_source(project: pytest.Pytester) -> No
     result.assert_outcomes(passed=2)
     rows = summary_rows(result)
     assert {r[2] for r in rows.values()} <= {"pass", "faster"}
-    assert {r[9] for r in rows.values()} == {"source changed since lock; A/B against the locked source"}
+    assert all(r[9].startswith("source changed since lock; A/B against the locked source") for r in rows.values())
 
     # A changed problem cannot be gated: stale, skipped by default, never silently. The summary ends with
     # a line naming each kernel that was not gated and why; the skip gives the re-tune command.
@@ -474,7 +474,8 @@ def test_space_change_is_gated_while_the_locked_configuration_is_still_in_it(pro
     project.makepyfile(test_two=TWO_TESTS.replace('"UNROLL": [1, 2]', '"UNROLL": [1, 2, 8]'))
     result = run(project, "-k", "test_a")
     result.assert_outcomes(passed=1, deselected=1)
-    assert summary_rows(result)["test_two.py::test_a::work"][9] == "space changed since lock"
+    # (the note may go on with what the timing saw, e.g. a suspected regression that did not persist)
+    assert summary_rows(result)["test_two.py::test_a::work"][9].split("; ")[0] == "space changed since lock"
     # the locked value removed: nothing to gate
     other = 2 if locked == 1 else 1
     project.makepyfile(test_two=TWO_TESTS.replace('"UNROLL": [1, 2]', f'"UNROLL": [{other}]'))
@@ -1117,7 +1118,7 @@ def test_source_edits_are_gated_side_by_side_with_the_locked_source(project: pyt
     result.assert_outcomes(passed=1)
     (row,) = json.loads((project.path / "comment.json").read_text())["kernels"]
     assert row["method"] == "a/b" and row["status"] in ("pass", "faster")
-    assert row["note"] == "source changed since lock; A/B against the locked source"
+    assert row["note"].startswith("source changed since lock; A/B against the locked source")
 
     # An edit that adds 30 % work fails, whatever this machine's speed against the lock's.
     (project.path / "swork.c").write_text(original.replace("REPS 20", "REPS 26"))
@@ -1136,7 +1137,7 @@ def test_source_edits_are_gated_side_by_side_with_the_locked_source(project: pyt
     result = run(project, "--autotune-tolerance=5", "--autotune-report=absolute.json")
     result.assert_outcomes(passed=1)
     (row,) = json.loads((project.path / "absolute.json").read_text())["kernels"]
-    assert row["method"] == "absolute" and row["note"] == "source changed since lock"
+    assert row["method"] == "absolute" and row["note"].startswith("source changed since lock")
 
 
 @needs_gcc

@@ -257,6 +257,10 @@ def test_a_slowdown_the_runner_up_shares_is_the_conditions_not_the_kernel() -> N
     out = run_gate("k", "t.py::t", entry, _m(1.4), 0.1, 0.01, remeasure=_sequence(*[1.4] * 6), pause_s=0,
                    reference=lambda p: _m(alone[p["B"]]))
     assert out.verdict == "slower" and "the winner slowed relative to its runner-up (+40%" in out.notes[-1]
+    # timed beside its runner-up the winner is back within its lock: a passing slowdown, not "not comparable"
+    out = run_gate("k", "t.py::t", entry, _m(1.4), 0.1, 0.01, remeasure=_sequence(1.4, 1.4, *[1.0] * 4), pause_s=0,
+                   reference=lambda p: _m({2: 1.0, 4: 1.2}[p["B"]]))
+    assert out.verdict == "pass" and "did not persist when timed beside its runner-up" in out.notes[-1]
     # without a runner-up in the lock (or without a reference: a toolchain changed) nothing is excused
     out = run_gate("k", "t.py::t", LOCKED, _m(1.4), 0.1, 0.01, remeasure=_sequence(*[1.4] * 6), pause_s=0,
                    reference=lambda p: _m(both[p["B"]]))
