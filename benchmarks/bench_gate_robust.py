@@ -175,7 +175,6 @@ def main(argv: list[str] | None = None) -> int:
                 probes_seen[condition].append(probes)
                 machine = compare_machines(lock_probes, probes, args.tolerance)
                 for name, (spec, params) in kernels.items():
-                    fresh = measure(spec, params)
                     # one runner per gate session, as the plugin has: first measurement, confirmation rounds
                     # and the runner-up beside the winner all in its worker
                     with make_runner(spec, runner="c", measure=MeasureOptions()) as session:

@@ -410,7 +410,7 @@ class Autotune:
             same_stack = "source" not in check.changed and _same_versions(entry, runner.device().versions)
             outcome = run_gate(label, self.item.nodeid, entry, measure_current(), s.tolerance, s.alpha, rival,
                                remeasure=measure_current, machine=machine,
-                               reference=(lambda p: runner.evaluate(p)) if same_stack else None)
+                               reference=runner.evaluate if same_stack else None)
         cmp = outcome.comparison
         status = {"pass": "pass", "faster": "faster", "slower": "REGRESSION", "broken": "BROKEN",
                   "incomparable": "incomparable"}[outcome.verdict]

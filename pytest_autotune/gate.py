@@ -173,17 +173,18 @@ def run_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measurement: Me
     if cmp.slower and callable(machine):
         machine = machine()
     outcome.machine = machine if isinstance(machine, MachineComparison) else None
+    other_machine = isinstance(machine, MachineComparison) and not machine.comparable
     shared = None
-    if cmp.slower and not (isinstance(machine, MachineComparison) and not machine.comparable) \
-            and reference is not None and remeasure is not None:
+    if cmp.slower and not other_machine and reference is not None and remeasure is not None:
         shared = shared_slowdown(entry, remeasure, reference, tolerance, alpha, pause_s)
-        if shared is not None and not shared.persisted and shared.winner is not None:
+        if shared is not None and not shared.persisted:
             # timed once more beside its runner-up, the winner is within its lock: a passing slowdown
             outcome.notes.append(f"a suspected regression ({cmp.change_pct:+.1f}%) did not persist when timed "
                                  f"beside its runner-up ({shared.winner.change_pct:+.1f}%)")
             cmp = outcome.comparison = shared.winner
             shared = None
-    if cmp.slower and isinstance(machine, MachineComparison) and not machine.comparable:
+    if cmp.slower and other_machine:
+        assert isinstance(machine, MachineComparison)
         # Only a verdict of "slower" is withheld: a pass or "faster" on another machine says as much as
         # it says on the lock's (bench_gate_robust: this VM's bandwidth probe alone varies by -20..+38 %).
         outcome.verdict = "incomparable"
@@ -228,20 +229,18 @@ class SharedSlowdown:
     runner_up_pct: float  # the runner-up now against its locked samples
     relative_pct: float  # the winner's time relative to the runner-up's, now against then
     tolerance_pct: float
-    corrected: Comparison | None = None  # the gate's test on the winner's samples corrected by the runner-up
-    winner: Comparison | None = None  # the gate's test on the winner's samples of this block, uncorrected
+    corrected: Comparison  # the gate's test on the winner's samples corrected by the runner-up's slowdown
+    winner: Comparison  # the gate's test on the winner's samples of this block, uncorrected
 
     @property
     def persisted(self) -> bool:
         """The winner is still slower than its lock in this block (else the slowdown was a passing one)."""
-        return self.winner is None or self.winner.slower
+        return self.winner.slower
 
     @property
     def shared(self) -> bool:
         """Both slowed alike: the conditions (machine, load), not this configuration."""
-        if self.corrected is not None:
-            return not self.corrected.slower
-        return self.relative_pct <= self.tolerance_pct
+        return not self.corrected.slower
 
     def describe(self) -> str:
         if self.shared:
