@@ -258,9 +258,14 @@ def test_device_selection(pocl, monkeypatch) -> None:
     with pytest.raises(SpecError, match=r"device='7:7' matches no OpenCL device; available: .*Portable"):
         select_device(cl, "7:7")
     monkeypatch.setenv("PYTEST_AUTOTUNE_DEVICE", "no-such-device")  # what --autotune-devices sets per worker
-    with pytest.raises(SpecError, match="PYTEST_AUTOTUNE_DEVICE='no-such-device' matches no OpenCL device"):
+    with pytest.raises(SpecError, match=r"--autotune-devices \(PYTEST_AUTOTUNE_DEVICE\)='no-such-device' matches no "
+                                        "OpenCL device"):
         select_device(cl)
     assert select_device(cl, "pthread") == cpu[2]  # an explicit device= wins over the variable
+    monkeypatch.delenv("PYTEST_AUTOTUNE_DEVICE")
+    monkeypatch.setenv("PYOPENCL_CTX", "7:7")  # PyOpenCL's own variable is named as it is
+    with pytest.raises(SpecError, match="PYOPENCL_CTX='7:7' matches no OpenCL device"):
+        select_device(cl)
 
 
 def test_in_process_runner(pocl) -> None:
