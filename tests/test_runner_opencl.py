@@ -274,6 +274,17 @@ def test_in_process_runner(pocl) -> None:
         assert runner.evaluate({"block_size_x": 16, "block_size_y": 2, "TILE_Y": 2}).ok
 
 
+def test_flush_l2_overwrites_a_buffer_beyond_the_cache_before_each_run(pocl) -> None:
+    spec, _ = scale2d_spec(nx=64, ny=64)
+    measure = FAST.with_(flush_l2=True)
+    with make_runner(spec, measure=measure, isolate=False) as runner:
+        executor = runner._impl
+        m = runner.evaluate({"block_size_x": 16, "block_size_y": 2, "TILE_Y": 2})
+        assert m.ok, m.detail
+        assert executor._flush.size >= 2 * runner.constants()["global_mem_cache_size"]
+        assert executor._flush_value == 3  # one fill per timed run, each with a new byte
+
+
 # The first run spins (about a second on a CPU); later runs find the flag set and return at once.
 SLOW_FIRST_RUN = r"""
 __kernel void slow_first(__global float *out, __global int *flag) {
