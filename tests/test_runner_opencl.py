@@ -258,15 +258,31 @@ def test_device_selection(pocl, monkeypatch) -> None:
     with pytest.raises(SpecError, match=r"device='7:7' matches no OpenCL device; available: .*Portable"):
         select_device(cl, "7:7")
     monkeypatch.setenv("PYTEST_AUTOTUNE_DEVICE", "no-such-device")  # what --autotune-devices sets per worker
-    with pytest.raises(SpecError, match="PYTEST_AUTOTUNE_DEVICE='no-such-device' matches no OpenCL device"):
+    with pytest.raises(SpecError, match=r"--autotune-devices \(PYTEST_AUTOTUNE_DEVICE\)='no-such-device' matches no "
+                                        "OpenCL device"):
         select_device(cl)
     assert select_device(cl, "pthread") == cpu[2]  # an explicit device= wins over the variable
+    monkeypatch.delenv("PYTEST_AUTOTUNE_DEVICE")
+    monkeypatch.setenv("PYOPENCL_CTX", "7:7")  # PyOpenCL's own variable is named as it is
+    with pytest.raises(SpecError, match="PYOPENCL_CTX='7:7' matches no OpenCL device"):
+        select_device(cl)
 
 
 def test_in_process_runner(pocl) -> None:
     spec, _ = scale2d_spec(nx=64, ny=64)
     with make_runner(spec, measure=FAST, isolate=False) as runner:
         assert runner.evaluate({"block_size_x": 16, "block_size_y": 2, "TILE_Y": 2}).ok
+
+
+def test_flush_l2_overwrites_a_buffer_beyond_the_cache_before_each_run(pocl) -> None:
+    spec, _ = scale2d_spec(nx=64, ny=64)
+    measure = FAST.with_(flush_l2=True)
+    with make_runner(spec, measure=measure, isolate=False) as runner:
+        executor = runner._impl
+        m = runner.evaluate({"block_size_x": 16, "block_size_y": 2, "TILE_Y": 2})
+        assert m.ok, m.detail
+        assert executor._flush.size >= 2 * runner.constants()["global_mem_cache_size"]
+        assert executor._flush_value == 3  # one fill per timed run, each with a new byte
 
 
 # The first run spins (about a second on a CPU); later runs find the flag set and return at once.

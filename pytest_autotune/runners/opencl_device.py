@@ -32,6 +32,8 @@ from .errors import BackendUnavailable, SpecError
 
 SIMULATOR_PLATFORMS = ("Oclgrind",)
 DEVICE_ENV = ("PYTEST_AUTOTUNE_DEVICE", "PYOPENCL_CTX")
+# What a user typed to set each variable, for the error when its selector matches nothing.
+_ENV_ORIGIN = {"PYTEST_AUTOTUNE_DEVICE": "--autotune-devices (PYTEST_AUTOTUNE_DEVICE)"}
 _SELECTOR = re.compile(r"\s*(\d+)\s*(?::\s*(\d+)\s*)?\Z")
 
 # OpenCL constant name -> the CUDA runner's name for the same limit
@@ -109,7 +111,7 @@ def select_device(cl: Any, selector: str | int | None = None, *, where: str = "d
     if selector is None:
         env = selector_from_env()
         if env is not None:
-            where, selector = env
+            where, selector = _ENV_ORIGIN.get(env[0], env[0]), env[1]
     if selector is None:
         usable = [entry for entry in devices if not is_simulator(entry[2])]
         if not usable:
