@@ -17,7 +17,9 @@ library hides bugs, so:
   (found only for ``extern "C"`` kernels, else ``CUDA_ERROR_NOT_FOUND``), and
   NVRTC gets CuPy's extra options (``--std=c++17``, ``-ftz=true``, ``-arch``,
   ``--device-as-default-execution-space``), recorded in ``State.nvrtc_options``;
-* CuPy without NVRTC fails in ``cupy.cuda.nvrtc.getVersion()``;
+* CuPy without NVRTC fails in ``cupy.cuda.nvrtc.getVersion()``; CuPy without the CUDA headers (NVRTC
+  installed, ``[ctk]`` not) fails every ``RawModule`` compile with the ``RuntimeError`` of
+  ``cupy/_core/core.pyx`` ``assemble_cupy_compiler_options``;
 * ``CompileException(msg, source, name, options, backend)`` and PyCUDA's
   ``CompileError(msg, command_line, stdout, stderr)`` with their ``__str__``;
   compile errors name the file and line of the ``#line`` directive;
@@ -80,6 +82,7 @@ class State:
         self.dynamic_smem_opt_in: list[int] = []
         self.nvrtc_options: list[tuple[str, ...]] = []
         self.nvrtc_missing = False
+        self.cuda_headers_missing = False  # NVRTC loads, but CuPy finds no cudart headers
         self.nvcc_remarks = ""  # printed by nvcc on success (PyCUDA warns with it)
         self.fail_alloc_after: int | None = None  # PyCUDA: cuMemAlloc fails after this many allocations
         self.allocations = 0
@@ -241,6 +244,9 @@ def make_cupy(state: State) -> dict[str, types.ModuleType]:
         def _compile(self) -> dict[str, str]:
             """What compile_with_cache does: CuPy's options, NVRTC, the lowered names."""
             if self._mapping is None:
+                if state.cuda_headers_missing:  # assemble_cupy_compiler_options, before NVRTC is asked
+                    raise RuntimeError("Failed to find CUDA headers. Please install CUDA toolkit headers (e.g., pip "
+                                       "install cupy-cuda12x[ctk]) or specify CUDA_PATH environment variable.")
                 get_version()
                 options = self.options
                 if not any("-std=" in o for o in options):

@@ -66,6 +66,15 @@ def test_cupy_without_nvrtc_is_unavailable_not_a_compile_failure(fake_backend):
 
 
 @pytest.mark.parametrize("fake_backend", ["cupy"], indirect=True)
+def test_cupy_without_cuda_headers_is_unavailable_not_a_compile_failure(fake_backend):
+    """NVRTC alone (the nvrtc extra, no [ctk]): CuPy refuses every compile for want of the CUDA headers."""
+    name, state, cls = fake_backend
+    state.cuda_headers_missing = True
+    with pytest.raises(BackendUnavailable, match=r"CuPy cannot compile.*Failed to find CUDA headers.*\[ctk\]"):
+        cls(vadd_spec(), isolate=False, measure=FAST)
+
+
+@pytest.mark.parametrize("fake_backend", ["cupy"], indirect=True)
 def test_cupy_module_memo_is_cleared_during_long_searches(fake_backend):
     name, state, cls = fake_backend
     runner = cls(vadd_spec(), isolate=False, measure=FAST.with_(min_iterations=1, max_iterations=1, warmup=0))
