@@ -189,9 +189,7 @@ def test_register_limit_is_checked_before_launch_with_real_ptxas_output():
     assert bounded.ok and bounded.resources["registers"] * 1024 <= 65536
 
 
-@needs_nvrtc
-def test_spills_are_recorded(tmp_path):
-    source = """extern "C" __global__ void __launch_bounds__(1024) heavy(float *x) {
+SPILLING = """extern "C" __global__ void __launch_bounds__(1024) heavy(float *x) {
     float acc[NACC];
     #pragma unroll
     for (int i = 0; i < NACC; i++) acc[i] = x[i * blockDim.x + threadIdx.x];
@@ -205,10 +203,31 @@ def test_spills_are_recorded(tmp_path):
     x[threadIdx.x] = s;
 }
 """
-    spec = KernelSpec(source, "heavy", 1024, [np.zeros(1024, np.float32)], lang="cuda")
+
+
+@needs_nvrtc
+def test_spills_are_recorded(tmp_path):
+    spec = KernelSpec(SPILLING, "heavy", 1024, [np.zeros(1024, np.float32)], lang="cuda")
     check = check_configuration(spec, {"block_size_x": 1024, "NACC": 128}, "sm_90")
     assert check.ok, check.detail
     assert check.spills and check.resources["spill_stores"] > 0 and check.resources["registers"] <= 64
+
+
+@needs_nvrtc
+def test_spills_reach_the_measurement_of_a_tuning_run(tmp_path):
+    """The cupy runner's NVRTC stage hands ptxas's spill counts to the device stage's measurement."""
+    from pytest_autotune.runners.compile_pool import CompilerProcesses
+    from pytest_autotune.runners.nvrtc import NvrtcCompileStage
+
+    spec = KernelSpec(SPILLING, "heavy", 1024, [np.zeros(1024, np.float32)], lang="cuda")
+    stage = NvrtcCompileStage(spec, 90, arch_limits(90), cache_dir=tmp_path)
+    spilling = stage.compile({"block_size_x": 1024, "NACC": 128}, CompilerProcesses())
+    assert spilling.ok, spilling.detail
+    assert spilling.extra["spill_stores"] > 0 and spilling.extra["spill_loads"] > 0
+    cached = stage.compile({"block_size_x": 1024, "NACC": 128}, CompilerProcesses())  # from the disk cache
+    assert cached.extra["spill_stores"] == spilling.extra["spill_stores"]
+    light = stage.compile({"block_size_x": 1024, "NACC": 4}, CompilerProcesses())
+    assert light.ok and light.extra["spill_stores"] == light.extra["spill_loads"] == 0
 
 
 @needs_nvrtc

@@ -75,6 +75,23 @@ def test_cupy_without_cuda_headers_is_unavailable_not_a_compile_failure(fake_bac
 
 
 @pytest.mark.parametrize("fake_backend", ["cupy"], indirect=True)
+def test_what_the_compile_stage_learnt_goes_into_the_measurement(fake_backend):
+    """A configuration compiled ahead (NVRTC stage) keeps the stage's spill counts in its record."""
+    from pytest_autotune.runners.compile_pool import CompiledArtefact
+
+    name, state, cls = fake_backend
+    runner = cls(vadd_spec(), isolate=False, measure=FAST)
+    artefact = CompiledArtefact(True, path="/nonexistent/vadd.cubin", symbol="vadd", seconds=0.2,
+                                extra={"spill_stores": 24, "spill_loads": 16, "stack_frame": 40, "block": [1, 1, 1]})
+    m = runner._impl.evaluate({"block_size_x": 64, "MODE": 0}, artefact=artefact)
+    assert m.ok, m.detail
+    assert (m.extra["spill_stores"], m.extra["spill_loads"], m.extra["stack_frame"]) == (24, 16, 40)
+    assert m.extra["block"] == [64, 1, 1]  # what the device stage computed itself wins
+    assert m.timings["compile_s"] == 0.2
+    runner.close()
+
+
+@pytest.mark.parametrize("fake_backend", ["cupy"], indirect=True)
 def test_cupy_module_memo_is_cleared_during_long_searches(fake_backend):
     name, state, cls = fake_backend
     runner = cls(vadd_spec(), isolate=False, measure=FAST.with_(min_iterations=1, max_iterations=1, warmup=0))

@@ -42,6 +42,8 @@ from .errors import BackendUnavailable, InvalidConfiguration
 from .executor import check_kernel_resources, check_launch_limits
 from .kernel import KernelSpec, instantiated_name, launch_geometry, render_source
 
+# What ptxas says about local memory, per thread: recorded with each measurement the compile stage served.
+SPILL_FACTS = ("spill_stores", "spill_loads", "stack_frame")
 INSTALL_HINT = 'pip install "pytest-autotune[cuda]" (or cuda-bindings<13 nvidia-cuda-nvrtc-cu12)'
 
 
@@ -269,7 +271,8 @@ class NvrtcCompileStage:
     source NVRTC rejects (COMPILE, with NVRTC's program log, CuPy's message),
     and a kernel whose ptxas-reported registers or static shared memory
     exceed the device's limits for the block (RESOURCES, the device stage's
-    message). NVRTC releases the GIL while it compiles, so pool threads
+    message). Spill stores/loads and the stack frame ptxas reports go into
+    ``extra``, hence into the measurement. NVRTC releases the GIL while it compiles, so pool threads
     compile in parallel. Cubins are cached on disk by a hash of NVRTC's
     version, the options, the name and the source.
     """
@@ -320,9 +323,10 @@ class NvrtcCompileStage:
                                         seconds=perf_counter() - start, extra=extra)
             res = result.resources or KernelResources()
             meta = {"lowered_name": result.lowered_name, "registers": res.registers,
-                    "static_shared_mem": res.shared_mem}
+                    "static_shared_mem": res.shared_mem, **{k: getattr(res, k) for k in SPILL_FACTS}}
             _write_atomically(path, result.cubin or b"")
             _write_atomically(meta_path, json.dumps(meta).encode())
+        extra.update({k: meta[k] for k in SPILL_FACTS if k in meta})  # the measurement records them
         _, block, smem = geometry
         reason = check_kernel_resources(threads=block[0] * block[1] * block[2], static_smem=meta["static_shared_mem"],
                                         dynamic_smem=smem, registers_per_thread=meta["registers"],
