@@ -248,3 +248,25 @@ def test_nvcc_only_options_are_compile_failures_with_nvrtc():
     spec = small_spec(TEMPLATE, "scale<block_size_x, float>", compiler_options=["-O3"])
     check = check_configuration(spec, {"block_size_x": 64}, "sm_90")
     assert check.status == "compile" and "unrecognized option -O3" in check.detail
+
+
+@needs_nvrtc
+def test_pycuda_instantiation_line_raises_no_unused_variable_remark_in_nvidias_front_end():
+    """The line the pycuda runner appends to template kernels, through NVIDIA's EDG front end (NVRTC's, as nvcc's).
+
+    Without ``__attribute__((unused))`` EDG remarks #177-D ("declared but never
+    referenced"), which PyCUDA turns into a UserWarning (an error under
+    ``filterwarnings=error``); with it, no remark. NVRTC then refuses the line
+    because it compiles everything as device code ("dynamic initialization is
+    not supported for a __device__ variable"); nvcc compiles it as host code.
+    """
+    from pytest_autotune.runners.cuda_common import instantiation_reference
+    from pytest_autotune.runners.nvrtc import compile_source
+
+    line = instantiation_reference("scale<128, float>")
+    plain = line.replace(" __attribute__((unused))", "")
+    assert plain != line
+    ours = compile_source(TEMPLATE + line, "scale<128, float>", (), arch="sm_80")
+    without = compile_source(TEMPLATE + plain, "scale<128, float>", (), arch="sm_80")
+    assert "#177" in without.log and "pytest_autotune_instance_" in without.log
+    assert "#177" not in ours.log and "warning" not in ours.log, ours.log
