@@ -270,3 +270,19 @@ def test_pycuda_instantiation_line_raises_no_unused_variable_remark_in_nvidias_f
     without = compile_source(TEMPLATE + plain, "scale<128, float>", (), arch="sm_80")
     assert "#177" in without.log and "pytest_autotune_instance_" in without.log
     assert "#177" not in ours.log and "warning" not in ours.log, ours.log
+
+
+@needs_nvrtc
+def test_kernels_that_include_cuda_headers_compile_as_under_cupy():
+    """CuPy compiles with the CUDA runtime headers and CCCL on the include path; so must the NVRTC compiles
+    (--autotune-compile and the cupy runner's compile stage), or a half-precision kernel fails every configuration."""
+    source = """#include <cuda_fp16.h>
+#include <cuda/std/cstdint>
+extern "C" __global__ void halve(__half *x, int n) {
+    cuda::std::int32_t i = blockIdx.x * block_size_x + threadIdx.x;
+    if (i < n) x[i] = __hmul(x[i], __float2half(0.5f));
+}
+"""
+    spec = KernelSpec(source, "halve", 64, [np.zeros(64, np.float16), np.int32(64)], lang="cuda")
+    check = check_configuration(spec, {"block_size_x": 64}, "sm_80")
+    assert check.ok, check.detail

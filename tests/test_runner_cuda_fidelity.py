@@ -102,13 +102,22 @@ def test_cupy_module_memo_is_cleared_during_long_searches(fake_backend):
 
 
 @pytest.mark.parametrize("fake_backend", ["cupy"], indirect=True)
-def test_cupy_runner_and_nvrtc_module_use_the_same_options(fake_backend):
-    """The options NVRTC receives through CuPy (modelled on compile_with_cache) are what nvrtc.cupy_options gives."""
+def test_cupy_runner_and_nvrtc_module_use_the_same_options(fake_backend, monkeypatch):
+    """The options NVRTC receives through CuPy (modelled on compile_with_cache) are what nvrtc.cupy_options gives,
+    but for CuPy's own folders (its bundled CCCL, its headers) where the NVRTC module uses the installed CCCL."""
+    import fake_cuda
+    from pytest_autotune.runners import nvrtc
+
+    monkeypatch.setattr(nvrtc, "cuda_header_dirs", lambda: ("/venv/site-packages/nvidia/cuda_cccl/include",
+                                                            fake_cuda.CUDA_INCLUDE))
     name, state, cls = fake_backend
     spec = vadd_spec(compiler_options=["-DEXTRA=1", "--use_fast_math"])
     runner = cls(spec, isolate=False, measure=FAST)
     assert runner.evaluate({"block_size_x": 64, "MODE": 0}).ok
-    assert state.nvrtc_options[-1] == cupy_options(spec, 90)
+    ours = cupy_options(spec, 90)
+    assert ours[0] == "-I/venv/site-packages/nvidia/cuda_cccl/include"  # CCCL first, as CuPy puts its copy
+    assert [o for o in state.nvrtc_options[-1] if fake_cuda.CUPY_INCLUDE not in o] == list(ours[1:])
+    assert f"-I{fake_cuda.CUDA_INCLUDE}" in ours
     runner.close()
     spec17 = vadd_spec(compiler_options=["-std=c++14"])
     assert "--std=c++17" not in cupy_options(spec17, 80) and "-arch=sm_80" in cupy_options(spec17, 80)

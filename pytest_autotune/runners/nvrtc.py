@@ -13,9 +13,10 @@ what the CuPy runner hands NVRTC:
 * the options: the spec's own, ``-I<source folder>``, then what CuPy 14 adds
   (``cupy/_core/core.pyx`` ``assemble_cupy_compiler_options`` and
   ``cupy/cuda/compiler.py``): ``--std=c++17`` unless a standard is given,
+  the CCCL and CUDA runtime header folders (:func:`cuda_header_dirs`),
   ``-ftz=true``, ``-arch=sm_XX`` and ``--device-as-default-execution-space``.
-  CuPy's own header folders are left out (kernels that include CuPy or CCCL
-  headers need them on ``compiler_options``).
+  CuPy's own header folder is left out (kernels that include CuPy's headers
+  need it on ``compiler_options``).
 
 ``-Xptxas=-v`` is added so ptxas writes registers, shared memory, stack and
 spills of every kernel into the program log (:func:`parse_ptxas_log`); it
@@ -129,11 +130,39 @@ def supported_archs() -> tuple[int, ...]:
 # -- options -----------------------------------------------------------------------------------------
 
 
+@lru_cache(maxsize=1)
+def cuda_header_dirs() -> tuple[str | None, str | None]:
+    """Folders of CCCL (``cuda/std/...``, CUB, Thrust) and of the CUDA runtime headers (``cuda_fp16.h``...).
+
+    Found as CuPy 14 finds the runtime headers (``cuda.pathfinder``, which
+    comes with ``cuda-bindings``: the ``nvidia-cuda-runtime-cu12`` and
+    ``nvidia-cuda-cccl-cu12`` wheels, else a CUDA toolkit); None where absent.
+    """
+    try:
+        from cuda.pathfinder import find_nvidia_header_directory
+    except ImportError:
+        return None, None
+    found = []
+    for name in ("cccl", "cudart"):
+        try:
+            found.append(find_nvidia_header_directory(name))
+        except Exception:  # an unusable installation: leave the folder out, the compile log will say what is missing
+            found.append(None)
+    return found[0], found[1]
+
+
 def cupy_options(spec: KernelSpec, arch: int | str) -> tuple[str, ...]:
-    """The NVRTC options the CuPy runner's compile of ``spec`` ends up with on an ``arch`` device."""
+    """The NVRTC options the CuPy runner's compile of ``spec`` ends up with on an ``arch`` device.
+
+    In CuPy's order (``assemble_cupy_compiler_options``, then
+    ``compile_with_cache``): CCCL's folder first, the spec's options, the
+    default standard, the CUDA runtime headers' folder, then CuPy's flags.
+    CCCL is the installed one where CuPy uses its bundled copy.
+    """
     user = tuple(spec.compiler_options) + ((f"-I{spec.source_file.parent}",) if spec.source_file else ())
     has_std = any("-std=" in o for o in user)
-    return (user + (() if has_std else ("--std=c++17",))
+    cccl, cudart = cuda_header_dirs()
+    return ((f"-I{cccl}",) * bool(cccl) + user + (() if has_std else ("--std=c++17",)) + (f"-I{cudart}",) * bool(cudart)
             + ("-ftz=true", f"-arch=sm_{parse_arch(arch)}", "--device-as-default-execution-space"))
 
 
