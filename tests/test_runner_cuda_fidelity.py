@@ -58,19 +58,15 @@ def test_pycuda_launch_rejection_keeps_the_context(fake_backend):
 
 
 @pytest.mark.parametrize("fake_backend", ["cupy"], indirect=True)
-def test_cupy_without_nvrtc_is_unavailable_not_a_compile_failure(fake_backend):
+@pytest.mark.parametrize("missing, message", [
+    ("nvrtc_missing", r"cannot load NVRTC.*cupy-cuda12x\[ctk\]"),
+    # NVRTC alone (the nvrtc extra, no [ctk]): CuPy refuses every compile for want of the CUDA headers
+    ("cuda_headers_missing", r"CuPy cannot compile.*Failed to find CUDA headers.*\[ctk\]"),
+])
+def test_cupy_without_its_toolkit_is_unavailable_not_a_compile_failure(fake_backend, missing, message):
     name, state, cls = fake_backend
-    state.nvrtc_missing = True
-    with pytest.raises(BackendUnavailable, match=r"cannot load NVRTC.*cupy-cuda12x\[ctk\]"):
-        cls(vadd_spec(), isolate=False, measure=FAST)
-
-
-@pytest.mark.parametrize("fake_backend", ["cupy"], indirect=True)
-def test_cupy_without_cuda_headers_is_unavailable_not_a_compile_failure(fake_backend):
-    """NVRTC alone (the nvrtc extra, no [ctk]): CuPy refuses every compile for want of the CUDA headers."""
-    name, state, cls = fake_backend
-    state.cuda_headers_missing = True
-    with pytest.raises(BackendUnavailable, match=r"CuPy cannot compile.*Failed to find CUDA headers.*\[ctk\]"):
+    setattr(state, missing, True)
+    with pytest.raises(BackendUnavailable, match=message):
         cls(vadd_spec(), isolate=False, measure=FAST)
 
 
