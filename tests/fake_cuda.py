@@ -15,9 +15,12 @@ library hides bugs, so:
   threads against the register file (``CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES``);
 * CuPy's ``get_function`` without name expressions looks the plain name up
   (found only for ``extern "C"`` kernels, else ``CUDA_ERROR_NOT_FOUND``), and
-  NVRTC gets CuPy's extra options (``--std=c++17``, ``-ftz=true``, ``-arch``,
-  ``--device-as-default-execution-space``), recorded in ``State.nvrtc_options``;
-* CuPy without NVRTC fails in ``cupy.cuda.nvrtc.getVersion()``;
+  NVRTC gets CuPy's extra options (``--std=c++17``, its bundled CCCL and header folder, the CUDA runtime
+  headers' folder, ``-ftz=true``, ``-arch``, ``--device-as-default-execution-space``), in CuPy's order,
+  recorded in ``State.nvrtc_options``;
+* CuPy without NVRTC fails in ``cupy.cuda.nvrtc.getVersion()``; CuPy without the CUDA headers (NVRTC
+  installed, ``[ctk]`` not) fails every ``RawModule`` compile with the ``RuntimeError`` of
+  ``cupy/_core/core.pyx`` ``assemble_cupy_compiler_options``;
 * ``CompileException(msg, source, name, options, backend)`` and PyCUDA's
   ``CompileError(msg, command_line, stdout, stderr)`` with their ``__str__``;
   compile errors name the file and line of the ``#line`` directive;
@@ -59,6 +62,8 @@ PROPS = {
     "warpSize": 32,
     "l2CacheSize": 50 * 2**20,
 }
+CUPY_INCLUDE = "/venv/site-packages/cupy/_core/include"  # cupy._core.core._get_header_dir_path()
+CUDA_INCLUDE = "/venv/site-packages/nvidia/cuda_runtime/include"  # what cuda.pathfinder finds for "cudart"
 DEFAULT_SMEM = PROPS["sharedMemPerBlock"]
 OPTIN_SMEM = PROPS["sharedMemPerBlockOptin"]
 
@@ -80,6 +85,7 @@ class State:
         self.dynamic_smem_opt_in: list[int] = []
         self.nvrtc_options: list[tuple[str, ...]] = []
         self.nvrtc_missing = False
+        self.cuda_headers_missing = False  # NVRTC loads, but CuPy finds no cudart headers
         self.nvcc_remarks = ""  # printed by nvcc on success (PyCUDA warns with it)
         self.fail_alloc_after: int | None = None  # PyCUDA: cuMemAlloc fails after this many allocations
         self.allocations = 0
@@ -241,11 +247,16 @@ def make_cupy(state: State) -> dict[str, types.ModuleType]:
         def _compile(self) -> dict[str, str]:
             """What compile_with_cache does: CuPy's options, NVRTC, the lowered names."""
             if self._mapping is None:
+                if state.cuda_headers_missing:  # assemble_cupy_compiler_options, before NVRTC is asked
+                    raise RuntimeError("Failed to find CUDA headers. Please install CUDA toolkit headers (e.g., pip "
+                                       "install cupy-cuda12x[ctk]) or specify CUDA_PATH environment variable.")
                 get_version()
-                options = self.options
+                options = self.options  # assemble_cupy_compiler_options: standard, bundled CCCL, headers
                 if not any("-std=" in o for o in options):
                     options += ("--std=c++17",)
-                options += ("-ftz=true", f"-arch=sm_{PROPS['major']}{PROPS['minor']}",
+                options = tuple(f"-I{CUPY_INCLUDE}/cupy/_cccl/{d}" for d in ("cub", "thrust", "libcudacxx")) + options
+                options += (f"-I{CUPY_INCLUDE}", f"-I{CUDA_INCLUDE}")
+                options += ("-ftz=true", f"-arch=sm_{PROPS['major']}{PROPS['minor']}",  # compile_with_cache, nvrtc
                             "--device-as-default-execution-space")
                 state.nvrtc_options.append(options)
                 if mode_of(self.code) == 2:

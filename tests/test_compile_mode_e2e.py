@@ -14,6 +14,7 @@ import pytest
 
 from pytest_autotune.lock.lockfile import merge_entries
 from pytest_autotune.runners.device import DeviceInfo
+from pytest_autotune.runners import nvrtc
 from pytest_autotune.runners.nvrtc import nvrtc_unavailable_reason
 
 WHEELS_EXIST = sys.platform.startswith("linux") and platform.machine() in ("x86_64", "AMD64")
@@ -147,3 +148,22 @@ def test_bad_flag_values_are_usage_errors(project, flag, message):
     result = project.runpytest(*INNER_ARGS, "--autotune-compile=sm_90", flag)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
+
+
+def test_missing_nvrtc_fails_the_check_instead_of_skipping_it(project, monkeypatch):
+    """A compile-check CI job whose NVRTC is broken must not pass green with every kernel skipped."""
+    write_test(project, "max_static_shared_memory_per_block")
+    monkeypatch.setattr(nvrtc, "nvrtc_unavailable_reason", lambda: "the NVRTC library could not be loaded (test)")
+    result = project.runpytest(*INNER_ARGS, "--autotune-compile=sm_90")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*autotune: --autotune-compile needs NVRTC: the NVRTC library could not be "
+                                 "loaded (test)*"])
+
+
+def test_architecture_the_installed_nvrtc_cannot_target_fails_naming_the_flag(project, monkeypatch):
+    write_test(project, "max_static_shared_memory_per_block")
+    monkeypatch.setattr(nvrtc, "supported_archs", lambda: (75, 80, 86, 87, 89, 90))
+    result = project.runpytest(*INNER_ARGS, "--autotune-compile=sm_90,sm_100")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*autotune: --autotune-compile=sm_90,sm_100: NVRTC * cannot compile for sm_100 "
+                                 "(it knows sm_75, * sm_90); install a newer nvidia-cuda-nvrtc*"])

@@ -189,9 +189,7 @@ def test_register_limit_is_checked_before_launch_with_real_ptxas_output():
     assert bounded.ok and bounded.resources["registers"] * 1024 <= 65536
 
 
-@needs_nvrtc
-def test_spills_are_recorded(tmp_path):
-    source = """extern "C" __global__ void __launch_bounds__(1024) heavy(float *x) {
+SPILLING = """extern "C" __global__ void __launch_bounds__(1024) heavy(float *x) {
     float acc[NACC];
     #pragma unroll
     for (int i = 0; i < NACC; i++) acc[i] = x[i * blockDim.x + threadIdx.x];
@@ -205,10 +203,31 @@ def test_spills_are_recorded(tmp_path):
     x[threadIdx.x] = s;
 }
 """
-    spec = KernelSpec(source, "heavy", 1024, [np.zeros(1024, np.float32)], lang="cuda")
+
+
+@needs_nvrtc
+def test_spills_are_recorded(tmp_path):
+    spec = KernelSpec(SPILLING, "heavy", 1024, [np.zeros(1024, np.float32)], lang="cuda")
     check = check_configuration(spec, {"block_size_x": 1024, "NACC": 128}, "sm_90")
     assert check.ok, check.detail
     assert check.spills and check.resources["spill_stores"] > 0 and check.resources["registers"] <= 64
+
+
+@needs_nvrtc
+def test_spills_reach_the_measurement_of_a_tuning_run(tmp_path):
+    """The cupy runner's NVRTC stage hands ptxas's spill counts to the device stage's measurement."""
+    from pytest_autotune.runners.compile_pool import CompilerProcesses
+    from pytest_autotune.runners.nvrtc import NvrtcCompileStage
+
+    spec = KernelSpec(SPILLING, "heavy", 1024, [np.zeros(1024, np.float32)], lang="cuda")
+    stage = NvrtcCompileStage(spec, 90, arch_limits(90), cache_dir=tmp_path)
+    spilling = stage.compile({"block_size_x": 1024, "NACC": 128}, CompilerProcesses())
+    assert spilling.ok, spilling.detail
+    assert spilling.extra["spill_stores"] > 0 and spilling.extra["spill_loads"] > 0
+    cached = stage.compile({"block_size_x": 1024, "NACC": 128}, CompilerProcesses())  # from the disk cache
+    assert cached.extra["spill_stores"] == spilling.extra["spill_stores"]
+    light = stage.compile({"block_size_x": 1024, "NACC": 4}, CompilerProcesses())
+    assert light.ok and light.extra["spill_stores"] == light.extra["spill_loads"] == 0
 
 
 @needs_nvrtc
@@ -229,3 +248,41 @@ def test_nvcc_only_options_are_compile_failures_with_nvrtc():
     spec = small_spec(TEMPLATE, "scale<block_size_x, float>", compiler_options=["-O3"])
     check = check_configuration(spec, {"block_size_x": 64}, "sm_90")
     assert check.status == "compile" and "unrecognized option -O3" in check.detail
+
+
+@needs_nvrtc
+def test_pycuda_instantiation_line_raises_no_unused_variable_remark_in_nvidias_front_end():
+    """The line the pycuda runner appends to template kernels, through NVIDIA's EDG front end (NVRTC's, as nvcc's).
+
+    Without ``__attribute__((unused))`` EDG remarks #177-D ("declared but never
+    referenced"), which PyCUDA turns into a UserWarning (an error under
+    ``filterwarnings=error``); with it, no remark. NVRTC then refuses the line
+    because it compiles everything as device code ("dynamic initialization is
+    not supported for a __device__ variable"); nvcc compiles it as host code.
+    """
+    from pytest_autotune.runners.cuda_common import instantiation_reference
+    from pytest_autotune.runners.nvrtc import compile_source
+
+    line = instantiation_reference("scale<128, float>")
+    plain = line.replace(" __attribute__((unused))", "")
+    assert plain != line
+    ours = compile_source(TEMPLATE + line, "scale<128, float>", (), arch="sm_80")
+    without = compile_source(TEMPLATE + plain, "scale<128, float>", (), arch="sm_80")
+    assert "#177" in without.log and "pytest_autotune_instance_" in without.log
+    assert "#177" not in ours.log and "warning" not in ours.log, ours.log
+
+
+@needs_nvrtc
+def test_kernels_that_include_cuda_headers_compile_as_under_cupy():
+    """CuPy compiles with the CUDA runtime headers and CCCL on the include path; so must the NVRTC compiles
+    (--autotune-compile and the cupy runner's compile stage), or a half-precision kernel fails every configuration."""
+    source = """#include <cuda_fp16.h>
+#include <cuda/std/cstdint>
+extern "C" __global__ void halve(__half *x, int n) {
+    cuda::std::int32_t i = blockIdx.x * block_size_x + threadIdx.x;
+    if (i < n) x[i] = __hmul(x[i], __float2half(0.5f));
+}
+"""
+    spec = KernelSpec(source, "halve", 64, [np.zeros(64, np.float16), np.int32(64)], lang="cuda")
+    check = check_configuration(spec, {"block_size_x": 64}, "sm_80")
+    assert check.ok, check.detail

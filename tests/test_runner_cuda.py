@@ -204,6 +204,28 @@ def test_instantiation_reference_compiles_cleanly_and_emits_the_instance(tmp_pat
     assert find_kernel_symbol(obj.read_bytes(), "kern<16, float>") == "_Z4kernILi16EfEvPT0_"
 
 
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (the CUDA toolkit or the nvidia-cuda-nvcc wheel)")
+def test_instantiation_reference_under_nvcc_as_pycuda_compiles(tmp_path):
+    """PyCUDA's compile (``nvcc --cubin -arch sm_XX``) of a template kernel plus the runner's line: nvcc prints
+    nothing (PyCUDA would warn with it), the same line without ``unused`` draws #177-D, and the symbol
+    search finds the instance in nvcc's cubin."""
+    from pytest_autotune.runners.cuda_common import instantiation_reference
+
+    line = instantiation_reference("scale<128, float>")
+    outputs = {}
+    for label, tail in (("ours", line), ("plain", line.replace(" __attribute__((unused))", ""))):
+        src = tmp_path / f"{label}.cu"
+        src.write_text(VADD_TEMPLATE.replace("vadd_t", "scale") + tail)
+        done = subprocess.run(["nvcc", "--cubin", "-arch", "sm_80", str(src), "-o", str(tmp_path / f"{label}.cubin")],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        outputs[label] = done.stdout + done.stderr
+    assert outputs["ours"].strip() == ""
+    assert "#177" in outputs["plain"]
+    assert find_kernel_symbol((tmp_path / "ours.cubin").read_bytes(), "scale<128, float>") == \
+        "_Z5scaleILi128EfEvPT0_PKS0_S3_i"
+
+
 class FakeGpuExecutor(CompiledKernelExecutor):
     """A 'device' whose kernels run in numpy: exercises the CUDA flow without a GPU.
 

@@ -58,11 +58,33 @@ def test_pycuda_launch_rejection_keeps_the_context(fake_backend):
 
 
 @pytest.mark.parametrize("fake_backend", ["cupy"], indirect=True)
-def test_cupy_without_nvrtc_is_unavailable_not_a_compile_failure(fake_backend):
+@pytest.mark.parametrize("missing, message", [
+    ("nvrtc_missing", r"cannot load NVRTC.*cupy-cuda12x\[ctk\]"),
+    # NVRTC alone (the nvrtc extra, no [ctk]): CuPy refuses every compile for want of the CUDA headers
+    ("cuda_headers_missing", r"CuPy cannot compile.*Failed to find CUDA headers.*\[ctk\]"),
+])
+def test_cupy_without_its_toolkit_is_unavailable_not_a_compile_failure(fake_backend, missing, message):
     name, state, cls = fake_backend
-    state.nvrtc_missing = True
-    with pytest.raises(BackendUnavailable, match=r"cannot load NVRTC.*cupy-cuda12x\[ctk\]"):
+    setattr(state, missing, True)
+    with pytest.raises(BackendUnavailable, match=message):
         cls(vadd_spec(), isolate=False, measure=FAST)
+
+
+@pytest.mark.parametrize("fake_backend", ["cupy"], indirect=True)
+def test_what_the_compile_stage_learnt_goes_into_the_measurement(fake_backend):
+    """A configuration compiled ahead (NVRTC stage) keeps the stage's spill counts in its record."""
+    from pytest_autotune.runners.compile_pool import CompiledArtefact
+
+    name, state, cls = fake_backend
+    runner = cls(vadd_spec(), isolate=False, measure=FAST)
+    artefact = CompiledArtefact(True, path="/nonexistent/vadd.cubin", symbol="vadd", seconds=0.2,
+                                extra={"spill_stores": 24, "spill_loads": 16, "stack_frame": 40, "block": [1, 1, 1]})
+    m = runner._impl.evaluate({"block_size_x": 64, "MODE": 0}, artefact=artefact)
+    assert m.ok, m.detail
+    assert (m.extra["spill_stores"], m.extra["spill_loads"], m.extra["stack_frame"]) == (24, 16, 40)
+    assert m.extra["block"] == [64, 1, 1]  # what the device stage computed itself wins
+    assert m.timings["compile_s"] == 0.2
+    runner.close()
 
 
 @pytest.mark.parametrize("fake_backend", ["cupy"], indirect=True)
@@ -76,13 +98,22 @@ def test_cupy_module_memo_is_cleared_during_long_searches(fake_backend):
 
 
 @pytest.mark.parametrize("fake_backend", ["cupy"], indirect=True)
-def test_cupy_runner_and_nvrtc_module_use_the_same_options(fake_backend):
-    """The options NVRTC receives through CuPy (modelled on compile_with_cache) are what nvrtc.cupy_options gives."""
+def test_cupy_runner_and_nvrtc_module_use_the_same_options(fake_backend, monkeypatch):
+    """The options NVRTC receives through CuPy (modelled on compile_with_cache) are what nvrtc.cupy_options gives,
+    but for CuPy's own folders (its bundled CCCL, its headers) where the NVRTC module uses the installed CCCL."""
+    import fake_cuda
+    from pytest_autotune.runners import nvrtc
+
+    monkeypatch.setattr(nvrtc, "cuda_header_dirs", lambda: ("/venv/site-packages/nvidia/cuda_cccl/include",
+                                                            fake_cuda.CUDA_INCLUDE))
     name, state, cls = fake_backend
     spec = vadd_spec(compiler_options=["-DEXTRA=1", "--use_fast_math"])
     runner = cls(spec, isolate=False, measure=FAST)
     assert runner.evaluate({"block_size_x": 64, "MODE": 0}).ok
-    assert state.nvrtc_options[-1] == cupy_options(spec, 90)
+    ours = cupy_options(spec, 90)
+    assert ours[0] == "-I/venv/site-packages/nvidia/cuda_cccl/include"  # CCCL first, as CuPy puts its copy
+    assert [o for o in state.nvrtc_options[-1] if fake_cuda.CUPY_INCLUDE not in o] == list(ours[1:])
+    assert f"-I{fake_cuda.CUDA_INCLUDE}" in ours
     runner.close()
     spec17 = vadd_spec(compiler_options=["-std=c++14"])
     assert "--std=c++17" not in cupy_options(spec17, 80) and "-arch=sm_80" in cupy_options(spec17, 80)

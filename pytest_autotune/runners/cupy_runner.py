@@ -43,7 +43,28 @@ def import_cupy(device_id: int = 0) -> Any:
             f"CuPy cannot load NVRTC, so no kernel could compile ({type(exc).__name__}: {exc}); "
             'install the CUDA toolkit libraries: pip install "cupy-cuda12x[ctk]" (or pytest-autotune[cuda])'
         ) from None
+    _probe_compile(cupy)
     return cupy
+
+
+PROBE_KERNEL = 'extern "C" __global__ void pytest_autotune_probe() {}'
+
+
+def _probe_compile(cupy: Any) -> None:
+    """Compile an empty kernel, so a toolchain that can compile nothing makes the runner unavailable.
+
+    NVRTC is not all CuPy needs: every compile also adds the CUDA headers'
+    folder, and CuPy raises "Failed to find CUDA headers" when they are
+    missing (NVRTC installed alone, without ``[ctk]``). Without this probe
+    every configuration would be recorded as a compile failure.
+    """
+    try:
+        cupy.RawModule(code=PROBE_KERNEL).get_function("pytest_autotune_probe")
+    except Exception as exc:
+        raise BackendUnavailable(
+            f"CuPy cannot compile even an empty kernel ({type(exc).__name__}: {exc}); install the CUDA toolkit "
+            'libraries and headers: pip install "cupy-cuda12x[ctk]" (or pytest-autotune[cuda])'
+        ) from None
 
 
 class CupyExecutor(CudaExecutor):

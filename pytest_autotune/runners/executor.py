@@ -215,9 +215,10 @@ class CompiledKernelExecutor(Executor):
             return failed(FailureKind.COMPILE, exc.log, **extra)
         if artefact is None:
             timings["compile_s"] = perf_counter() - t
-        else:  # compiled ahead by the pool: its compile time, and what loading took here
+        else:  # compiled ahead by the pool: its compile time, what loading took here, what the compiler said
             timings["compile_s"] = artefact.seconds
             timings["load_s"] = perf_counter() - t
+            extra.update({k: v for k, v in getattr(artefact, "extra", {}).items() if k not in extra})
         try:
             extra.update(self._guarded("launch", lambda: self.kernel_info(kernel)))
             reason = self._guarded("launch", lambda: self.check_compiled(kernel, geometry))

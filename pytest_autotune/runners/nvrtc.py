@@ -13,9 +13,10 @@ what the CuPy runner hands NVRTC:
 * the options: the spec's own, ``-I<source folder>``, then what CuPy 14 adds
   (``cupy/_core/core.pyx`` ``assemble_cupy_compiler_options`` and
   ``cupy/cuda/compiler.py``): ``--std=c++17`` unless a standard is given,
+  the CCCL and CUDA runtime header folders (:func:`cuda_header_dirs`),
   ``-ftz=true``, ``-arch=sm_XX`` and ``--device-as-default-execution-space``.
-  CuPy's own header folders are left out (kernels that include CuPy or CCCL
-  headers need them on ``compiler_options``).
+  CuPy's own header folder is left out (kernels that include CuPy's headers
+  need it on ``compiler_options``).
 
 ``-Xptxas=-v`` is added so ptxas writes registers, shared memory, stack and
 spills of every kernel into the program log (:func:`parse_ptxas_log`); it
@@ -42,6 +43,8 @@ from .errors import BackendUnavailable, InvalidConfiguration
 from .executor import check_kernel_resources, check_launch_limits
 from .kernel import KernelSpec, instantiated_name, launch_geometry, render_source
 
+# What ptxas says about local memory, per thread: recorded with each measurement the compile stage served.
+SPILL_FACTS = ("spill_stores", "spill_loads", "stack_frame")
 INSTALL_HINT = 'pip install "pytest-autotune[cuda]" (or cuda-bindings<13 nvidia-cuda-nvrtc-cu12)'
 
 
@@ -127,11 +130,39 @@ def supported_archs() -> tuple[int, ...]:
 # -- options -----------------------------------------------------------------------------------------
 
 
+@lru_cache(maxsize=1)
+def cuda_header_dirs() -> tuple[str | None, str | None]:
+    """Folders of CCCL (``cuda/std/...``, CUB, Thrust) and of the CUDA runtime headers (``cuda_fp16.h``...).
+
+    Found as CuPy 14 finds the runtime headers (``cuda.pathfinder``, which
+    comes with ``cuda-bindings``: the ``nvidia-cuda-runtime-cu12`` and
+    ``nvidia-cuda-cccl-cu12`` wheels, else a CUDA toolkit); None where absent.
+    """
+    try:
+        from cuda.pathfinder import find_nvidia_header_directory
+    except ImportError:
+        return None, None
+    found = []
+    for name in ("cccl", "cudart"):
+        try:
+            found.append(find_nvidia_header_directory(name))
+        except Exception:  # an unusable installation: leave the folder out, the compile log will say what is missing
+            found.append(None)
+    return found[0], found[1]
+
+
 def cupy_options(spec: KernelSpec, arch: int | str) -> tuple[str, ...]:
-    """The NVRTC options the CuPy runner's compile of ``spec`` ends up with on an ``arch`` device."""
+    """The NVRTC options the CuPy runner's compile of ``spec`` ends up with on an ``arch`` device.
+
+    In CuPy's order (``assemble_cupy_compiler_options``, then
+    ``compile_with_cache``): CCCL's folder first, the spec's options, the
+    default standard, the CUDA runtime headers' folder, then CuPy's flags.
+    CCCL is the installed one where CuPy uses its bundled copy.
+    """
     user = tuple(spec.compiler_options) + ((f"-I{spec.source_file.parent}",) if spec.source_file else ())
     has_std = any("-std=" in o for o in user)
-    return (user + (() if has_std else ("--std=c++17",))
+    cccl, cudart = cuda_header_dirs()
+    return ((f"-I{cccl}",) * bool(cccl) + user + (() if has_std else ("--std=c++17",)) + (f"-I{cudart}",) * bool(cudart)
             + ("-ftz=true", f"-arch=sm_{parse_arch(arch)}", "--device-as-default-execution-space"))
 
 
@@ -269,7 +300,8 @@ class NvrtcCompileStage:
     source NVRTC rejects (COMPILE, with NVRTC's program log, CuPy's message),
     and a kernel whose ptxas-reported registers or static shared memory
     exceed the device's limits for the block (RESOURCES, the device stage's
-    message). NVRTC releases the GIL while it compiles, so pool threads
+    message). Spill stores/loads and the stack frame ptxas reports go into
+    ``extra``, hence into the measurement. NVRTC releases the GIL while it compiles, so pool threads
     compile in parallel. Cubins are cached on disk by a hash of NVRTC's
     version, the options, the name and the source.
     """
@@ -320,9 +352,10 @@ class NvrtcCompileStage:
                                         seconds=perf_counter() - start, extra=extra)
             res = result.resources or KernelResources()
             meta = {"lowered_name": result.lowered_name, "registers": res.registers,
-                    "static_shared_mem": res.shared_mem}
+                    "static_shared_mem": res.shared_mem, **{k: getattr(res, k) for k in SPILL_FACTS}}
             _write_atomically(path, result.cubin or b"")
             _write_atomically(meta_path, json.dumps(meta).encode())
+        extra.update({k: meta[k] for k in SPILL_FACTS if k in meta})  # the measurement records them
         _, block, smem = geometry
         reason = check_kernel_resources(threads=block[0] * block[1] * block[2], static_smem=meta["static_shared_mem"],
                                         dynamic_smem=smem, registers_per_thread=meta["registers"],
