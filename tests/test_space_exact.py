@@ -251,3 +251,18 @@ def test_quick_growth_bound_holds_for_every_subexpression(data):
                 continue
             if type(value) is int:
                 assert value.bit_length() <= bound[0] * b + bound[1], (text, sub, config, bound)
+
+
+def test_integers_among_floats_stay_integers():
+    """Kernel Tuner's own mixed list: 1, 2 and 3 are handed back (and to restrictions) as ints, not 1.0, 2.0, 3.0."""
+    params = {"x": [1, 1.5, 2, 3], "y": [4, 5.5], "z": ["string_1", "string_2"]}
+    space = SearchSpace(params, ["y % x == 1"])
+    assert len(space) == 6  # Kernel Tuner 1.5.0's test_size
+    assert [type(v) for v in space.values["x"]] == [int, float, int, int]
+    assert {type(c["x"]) for c in space if c["x"] != 1.5} == {int}
+    assert space.find({"x": 3, "y": 4, "z": "string_1"}) >= 0 and space.find({"x": 3.0, "y": 4, "z": "string_1"}) >= 0
+    assert list(space.categorical) == [False, False, True]
+    seen = set()
+    assert len(SearchSpace(params, [lambda x: seen.add(type(x)) or True, "x in range(y // 1 if y == 4 else 2)"])) \
+        == (3 + 1) * 2  # range(4) holds 1, 2, 3 (not 1.5), range(2) holds 1; two values of z
+    assert seen == {int, float}

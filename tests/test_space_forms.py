@@ -198,3 +198,63 @@ def test_refused_forms_list_the_accepted_ones(text, culprit):
     assert repr(text) in message and culprit in message and "is not allowed" in message
     assert "accepted restriction forms:" in message
     assert "'in' with a tuple/list of expressions or with range(...)" in message
+
+
+# -- audit additions ----------------------------------------------------------------------------------
+
+def test_named_arguments_with_kwargs_get_every_parameter():
+    """``def f(tile_size_x, **rest)`` is called like ``f(**config)``: ``rest`` holds the other parameters."""
+    def rest_too(tile_size_x, **rest):
+        return tile_size_x <= rest["tile_size_y"] and rest.get("block_size_y", 1) != 2
+
+    space = SearchSpace(PARAMS, [rest_too])
+    assert configurations(space) == valid_by_python(
+        PARAMS, lambda c: c["tile_size_x"] <= c["tile_size_y"] and c["block_size_y"] != 2)
+
+
+@pytest.mark.parametrize("params, text, rule", [
+    # the untaken side of and/or/if is never evaluated by Python, so it cannot make the restriction fail
+    ({"s": ["a", "bb"], "n": [1, 2, 2**40]}, "n < 10 and s * n == 'aa'", lambda c: c["n"] < 10 and c["s"] * c["n"] == "aa"),
+    ({"x": [1, 2, 3], "y": [2, 2.5]}, "y == 2.5 or x in range(y)", lambda c: c["y"] == 2.5 or c["x"] in range(c["y"])),
+    ({"x": [1, 2, 3], "y": [2, 2.5]}, "x in range(y) if y != 2.5 else x > 1",
+     lambda c: c["x"] in range(c["y"]) if c["y"] != 2.5 else c["x"] > 1),
+    ({"s": ["12", "3"], "n": [1, 2]}, "int(s) > n", lambda c: int(c["s"]) > c["n"]),  # int('12') is Python's
+])
+def test_what_python_does_not_evaluate_raises_no_error(params, text, rule):
+    assert configurations(SearchSpace(params, [text])) == valid_by_python(params, rule)
+
+
+def test_an_error_where_python_evaluates_is_still_an_error():
+    with pytest.raises(SearchSpaceError, match=r"restriction 'y == 2 or x in range\(y\)': range\(\) arguments must be integers, got float 2.5"):
+        SearchSpace({"x": [1, 2, 3], "y": [2, 2.5]}, ["y == 2 or x in range(y)"])
+
+
+def test_kernel_tuner_objects_get_a_pointed_error():
+    """Kernel Tuner's internal (callable, [names]) tuples and python-constraint objects: say what to write instead."""
+    with pytest.raises(SearchSpaceError) as info:
+        SearchSpace(PARAMS, [(lambda a, b: a <= b, ["tile_size_x", "tile_size_y"])])
+    message = str(info.value)
+    assert "(callable, [parameter names])" in message and "name the callable's arguments after the parameters" in message
+    assert "accepted restriction forms:" in message
+
+    class MaxProdConstraint:  # the shape of python-constraint's constraints, as Kernel Tuner users pass them
+        __module__ = "constraint.constraints"
+
+        def __call__(self, variables, domains, assignments, forwardcheck=False):
+            return True
+
+    with pytest.raises(SearchSpaceError) as info:
+        SearchSpace(PARAMS, [MaxProdConstraint()])
+    message = str(info.value)
+    assert "python-constraint object MaxProdConstraint" in message and "write the rule as an expression" in message
+    assert "accepted restriction forms:" in message
+
+
+def test_the_marker_points_kernel_tuner_tuples_to_the_accepted_forms():
+    with pytest.raises(MarkerError, match=r"tune marker argument 'restrictions': restriction .*\(callable, \[parameter "
+                                          r"names\]\) tuple .*accepted restriction forms:"):
+        parse_marker((), {"params": PARAMS, "restrictions": [(lambda a, b: a < b, ["tile_size_x", "tile_size_y"])]}, {})
+    # where a restriction reads a device limit, the space is built later, but the form is still checked now
+    with pytest.raises(MarkerError, match="accepted restriction forms:"):
+        parse_marker((), {"params": PARAMS, "restrictions": ["block_size_x <= max_threads", ("tile_size_x < 3", [])]},
+                     {})

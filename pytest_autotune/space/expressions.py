@@ -460,6 +460,7 @@ class Restriction:
     constant_spans: Mapping[str, bounds.Span] = field(default_factory=dict)  # of the constants it reads
     growth: tuple[int, int] | None = None  # bounds.growth of the tree: the quick overflow test
     exact: bool = False
+    _twin: "Restriction | None" = field(default=None, repr=False, compare=False)
 
     def for_values(self, spans: Mapping[str, bounds.Span]) -> "Restriction":
         """The restriction to evaluate when its parameters range over ``spans`` (:func:`.bounds.spans_of`)."""
@@ -468,12 +469,31 @@ class Restriction:
         reads = {**self.constant_spans, **{n: spans[n] for n in self.names}}
         if bounds.fits_quickly(self.growth, reads) or bounds.int64_is_exact(self.tree, reads, key=self.source):
             return self
-        compiler = _Compiler(self.source, self.names, self.constants, exact=True)
-        return Restriction(self.source, self.names, compiler.compile(self.tree), self.tree, self.constants,
-                           self.constant_spans, self.growth, exact=True)
+        return self.exact_twin()
+
+    def exact_twin(self) -> "Restriction":
+        """This restriction compiled for Python values, evaluated entry by entry and only where Python would."""
+        if self.exact or self.tree is None:
+            return self
+        if self._twin is None:
+            compiler = _Compiler(self.source, self.names, self.constants, exact=True)
+            self._twin = Restriction(self.source, self.names, compiler.compile(self.tree), self.tree, self.constants,
+                                     self.constant_spans, self.growth, exact=True)
+        return self._twin
 
     def evaluate(self, env: Env) -> np.ndarray:
         """Boolean mask (broadcast over ``env``'s arrays); invalid where a divisor was zero."""
+        if self.exact or self.tree is None:
+            return self._evaluate(env)
+        try:
+            return self._evaluate(env)
+        except SearchSpaceError:
+            # The vectorised evaluation computes both sides of and/or/if everywhere, so its error may come
+            # from a value Python never computes ("n < 10 and s * n == 'aa'"): Python-value evaluation,
+            # which leaves untaken sides out, decides (and raises only where Python would).
+            return self.exact_twin()._evaluate(env)
+
+    def _evaluate(self, env: Env) -> np.ndarray:
         bad: list = []
         shape = None
         if self.exact:  # flat object arrays, so that untaken branches can be left out entry by entry
