@@ -258,3 +258,73 @@ def test_the_marker_points_kernel_tuner_tuples_to_the_accepted_forms():
     with pytest.raises(MarkerError, match="accepted restriction forms:"):
         parse_marker((), {"params": PARAMS, "restrictions": ["block_size_x <= max_threads", ("tile_size_x < 3", [])]},
                      {})
+
+
+def test_pyatf_style_constraints_as_its_users_write_them():
+    """pyATF's SGEMM example: one lambda per parameter, named after it and earlier parameters, closing over
+    sizes and device limits. The reference walks the parameters in definition order and calls each
+    constraint by keyword as soon as its parameter is bound, as pyATF's SearchSpace does."""
+    M = N = K = 4
+    max_wi_sizes, max_wg_size, local_mem_size = (4, 4, 64), 8, 96
+    params = {"MWG": list(range(1, M + 1)), "NWG": list(range(1, N + 1)), "KWG": list(range(1, K + 1)),
+              "MDIMC": list(range(1, M + 1)), "NDIMC": list(range(1, N + 1)), "MDIMA": list(range(1, M + 1)),
+              "NDIMB": list(range(1, N + 1)), "KWI": list(range(1, K + 1)), "VWM": [1, 2, 4, 8], "VWN": [1, 2, 4, 8],
+              "STRM": [0, 1], "SA": [0, 1], "SB": [0, 1]}
+    constraints = {
+        "MWG": lambda MWG: M % MWG == 0,
+        "NWG": lambda NWG: N % NWG == 0,
+        "KWG": lambda KWG: K % KWG == 0,
+        "MDIMC": lambda MDIMC, MWG: MWG % MDIMC == 0 and MDIMC <= max_wi_sizes[0],
+        "NDIMC": lambda NDIMC, NWG, MDIMC: NWG % NDIMC == 0 and NDIMC <= max_wi_sizes[1]
+        and MDIMC * NDIMC <= max_wg_size,
+        "MDIMA": lambda MDIMA, MWG, NDIMC, KWG, MDIMC: MWG % MDIMA == 0 and (MDIMC * NDIMC) % MDIMA == 0
+        and KWG % ((MDIMC * NDIMC) / MDIMA) == 0,
+        "NDIMB": lambda NDIMB, NWG, NDIMC, KWG, MDIMC: NWG % NDIMB == 0 and (MDIMC * NDIMC) % NDIMB == 0
+        and KWG % ((MDIMC * NDIMC) / NDIMB) == 0,
+        "KWI": lambda KWI, KWG: KWG % KWI == 0,
+        "VWM": lambda VWM, MWG, MDIMC, MDIMA: (MWG / MDIMC) % VWM == 0 and (MWG / MDIMA) % VWM == 0,
+        "VWN": lambda VWN, NWG, NDIMC, NDIMB: (NWG / NDIMC) % VWN == 0 and (NWG / NDIMB) % VWN == 0,
+        "SB": lambda SB, SA, KWG, MWG, VWM, NWG, VWN:
+            ((SA * KWG * MWG / VWM) + (SB * KWG * NWG / VWN)) * 8 <= local_mem_size,
+    }
+
+    def pyatf_order(i: int = 0, bound: dict | None = None):
+        bound = bound or {}
+        if i == len(params):
+            yield tuple(bound[n] for n in params)
+            return
+        name = list(params)[i]
+        fn = constraints.get(name)
+        for value in params[name]:
+            here = {**bound, name: value}
+            if fn is None or fn(**{a: here[a] for a in fn.__code__.co_varnames[:fn.__code__.co_argcount]}):
+                yield from pyatf_order(i + 1, here)
+
+    expected = set(pyatf_order())
+    space = SearchSpace(params, list(constraints.values()))
+    assert configurations(space) == expected and 0 < len(expected) < space.cartesian_size
+
+
+KT_PARAMS = {"block_size_x": [16, 32, 48, 64, 128], "block_size_y": [1, 2, 4, 16, 32, 64], "tile_size_y": [1, 2, 4],
+             "use_padding": [0, 1]}
+
+
+def _kt_args_style(block_size_x, block_size_y, tile_size_y, use_padding):  # Kernel Tuner's "args-style" restriction
+    return block_size_x // block_size_y >= 2 and (use_padding == 0 or block_size_x % 32 != 0)
+
+
+@pytest.mark.parametrize("restrictions, rule", [
+    # Kernel Tuner 1.5.0's tutorial, examples and tests, as written there
+    (["block_size_x==block_size_y"], lambda c: c["block_size_x"] == c["block_size_y"]),
+    (lambda p: p["block_size_x"] == p["block_size_y"], lambda c: c["block_size_x"] == c["block_size_y"]),
+    (["block_size_x==block_size_y*tile_size_y"], lambda c: c["block_size_x"] == c["block_size_y"] * c["tile_size_y"]),
+    (["use_padding==0 or (block_size_x % 32 != 0)", "block_size_x*block_size_y >= 32"],
+     lambda c: (c["use_padding"] == 0 or c["block_size_x"] % 32 != 0) and c["block_size_x"] * c["block_size_y"] >= 32),
+    ([lambda p: p["block_size_x"] <= 64, "block_size_x > 16"], lambda c: 16 < c["block_size_x"] <= 64),
+    (["32 <= block_size_x*block_size_y <= 512", f"block_size_x*block_size_y <= {1024}"],
+     lambda c: 32 <= c["block_size_x"] * c["block_size_y"] <= 512),
+    (_kt_args_style, lambda c: _kt_args_style(**c)),
+    ([_kt_args_style, lambda p: p["tile_size_y"] != 2], lambda c: _kt_args_style(**c) and c["tile_size_y"] != 2),
+])
+def test_kernel_tuner_forms_as_its_users_write_them(restrictions, rule):
+    assert configurations(SearchSpace(KT_PARAMS, restrictions)) == valid_by_python(KT_PARAMS, rule)
