@@ -254,7 +254,10 @@ def test_the_marker_points_kernel_tuner_tuples_to_the_accepted_forms():
     with pytest.raises(MarkerError, match=r"tune marker argument 'restrictions': restriction .*\(callable, \[parameter "
                                           r"names\]\) tuple .*accepted restriction forms:"):
         parse_marker((), {"params": PARAMS, "restrictions": [(lambda a, b: a < b, ["tile_size_x", "tile_size_y"])]}, {})
-    # where a restriction reads a device limit, the space is built later, but the form is still checked now
+    # where a restriction reads a device limit, the space is built later, but the forms are still checked now
+    with pytest.raises(MarkerError, match=r"callable restriction .*'first', 'second' are not parameter names"):
+        parse_marker((), {"params": PARAMS, "restrictions": ["block_size_x <= max_threads",
+                                                               lambda first, second: first < second]}, {})
     with pytest.raises(MarkerError, match="accepted restriction forms:"):
         parse_marker((), {"params": PARAMS, "restrictions": ["block_size_x <= max_threads", ("tile_size_x < 3", [])]},
                      {})
