@@ -186,7 +186,7 @@ def int_expr(draw, names, depth, consts=INTEGERS):
 
 
 def cond(draw, names, depth, consts=INTEGERS):
-    form = draw(st.sampled_from(["cmp", "cmp", "cmp", "in", "range", "not", "float"]))
+    form = draw(st.sampled_from(["cmp", "cmp", "cmp", "in", "range", "not", "float", "pairs"]))
     e = lambda: int_expr(draw, names, depth, consts)  # noqa: E731
     if form == "cmp":
         ops = [draw(st.sampled_from(['==', '!=', '<', '<=', '>', '>='])),
@@ -201,6 +201,9 @@ def cond(draw, names, depth, consts=INTEGERS):
     if form == "range":
         args = ", ".join(e() for _ in range(draw(st.integers(1, 3))))
         return f"{e()} {draw(st.sampled_from(['in', 'not in']))} range({args})"
+    if form == "pairs":  # tuples of expressions compared with tuples, one of another length
+        return (f"({e()}, {e()}) {draw(st.sampled_from(['in', 'not in']))} "
+                f"(({e()}, {e()}), ({e()},), ({e()}, {e()}))")
     if form == "float":  # ints beyond 2**53 meeting floats: Python compares exactly
         return f"{e()} {draw(st.sampled_from(['<', '==', '>=']))} {draw(st.sampled_from(['1e19', '9.3e18', '-9.3e18', '0.5']))}"
     return f"not ({cond(draw, names, depth - 1, consts) if depth > 0 else e()})"

@@ -331,3 +331,22 @@ def _kt_args_style(block_size_x, block_size_y, tile_size_y, use_padding):  # Ker
 ])
 def test_kernel_tuner_forms_as_its_users_write_them(restrictions, rule):
     assert configurations(SearchSpace(KT_PARAMS, restrictions)) == valid_by_python(KT_PARAMS, rule)
+
+
+@pytest.mark.parametrize("text, rule", [
+    # pairs of parameters, as Kernel Tuner users write them in strings (Python compares the tuples)
+    ("(block_size_x, block_size_y) in [(16, 8), (32, 4), (64, 2), (128, 1)]",
+     lambda c: (c["block_size_x"], c["block_size_y"]) in [(16, 8), (32, 4), (64, 2), (128, 1)]),
+    ("(tile_size_x, tile_size_y) not in ((1, 1), (2, 2 * tile_size_x), (3,), (4, 6, 8))",
+     lambda c: (c["tile_size_x"], c["tile_size_y"]) not in ((1, 1), (2, 2 * c["tile_size_x"]), (3,), (4, 6, 8))),
+    ("(tile_size_x, block_size_y // tile_size_x) in ((1, 2), (2, 2), (4, 1))",
+     lambda c: (c["tile_size_x"], c["block_size_y"] // c["tile_size_x"]) in ((1, 2), (2, 2), (4, 1))),
+])
+def test_membership_of_parameter_tuples(text, rule):
+    assert configurations(SearchSpace(PARAMS, [text])) == valid_by_python(PARAMS, rule)
+
+
+def test_membership_of_a_tuple_needs_tuples_on_the_right():
+    with pytest.raises(SearchSpaceError, match=r"tuple on the left of 'in' needs a tuple/list of tuples on its right.*"
+                                               r"accepted restriction forms:"):
+        SearchSpace(PARAMS, ["(tile_size_x, tile_size_y) in range(3)"])

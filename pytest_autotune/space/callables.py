@@ -28,7 +28,7 @@ from .errors import SearchSpaceError
 ACCEPTED_FORMS = (
     "an expression string over the parameters, e.g. 'block_size_x * block_size_y <= 1024' "
     "(arithmetic, comparisons, and/or/not, x if c else y, 'in' with a tuple/list of expressions or with range(...), "
-    "min/max/abs/int/float/round)",
+    "(x, y) in ((1, 2), (2, 4)), min/max/abs/int/float/round)",
     "a callable whose arguments are parameter names, called with their values, "
     "e.g. lambda block_size_x, block_size_y: block_size_x * block_size_y <= 1024",
     "a callable of one argument that is not a parameter name, called with the configuration dict, "

@@ -304,6 +304,8 @@ class _Compiler:
         return boolop
 
     def _Compare(self, node: ast.Compare, depth: int) -> Node:
+        if isinstance(node.left, ast.Tuple) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.In, ast.NotIn)):
+            return self._tuple_membership(node.left, node.comparators[0], isinstance(node.ops[0], ast.NotIn), depth)
         first = self.compile(node.left, depth)
         steps: list[tuple[Callable[[Any, Any], Any], Node]] = []
         for i, (op, comparator) in enumerate(zip(node.ops, node.comparators)):
@@ -359,6 +361,29 @@ class _Compiler:
             return np.logical_not(hit) if negate else hit
 
         return any_equal, (lambda env, bad: [e(env, bad) for e in elements])
+
+    def _tuple_membership(self, left: ast.Tuple, right: ast.AST, negate: bool, depth: int) -> Node:
+        """``(x, y) in ((1, 2), (2, 4 * x))``: Python's tuple equality, element by element, with each tuple."""
+        if not isinstance(right, (ast.Tuple, ast.List, ast.Set)) or not all(isinstance(e, ast.Tuple) for e in right.elts):
+            raise self.fail("a tuple on the left of 'in' needs a tuple/list of tuples on its right, "
+                            f"e.g. (x, y) in ((1, 2), (2, 4)); {accepted_forms()}")
+        xs = [self.compile(e, depth) for e in left.elts]
+        rows = [[self.compile(e, depth) for e in row.elts] for row in right.elts]
+        equal = exact_mod.COMPARE["Eq"] if self.exact else operator.eq
+
+        def member(env: Env, bad: list) -> Any:
+            left_values = [x(env, bad) for x in xs]
+            hit: Any = False
+            for row in [[e(env, bad) for e in row] for row in rows]:  # Python builds the whole right side first
+                if len(row) != len(left_values):
+                    continue  # tuples of another length are never equal
+                same: Any = True
+                for a, b in zip(left_values, row):
+                    same = np.logical_and(same, _truth(equal(a, b)))
+                hit = np.logical_or(hit, same)
+            return np.logical_not(hit) if negate else hit
+
+        return member
 
     def _literal_collection(self, node: ast.Tuple | ast.List | ast.Set) -> list | np.ndarray | None:
         """The elements when all are literal numbers/strings (an np.isin table), else None."""
