@@ -14,6 +14,7 @@ from .evaluator import Budget
 from .measure import MeasureOptions
 from .runners.opencl_device import CONSTANT_NAMES as OPENCL_CONSTANTS
 from .space import SearchSpace, SearchSpaceError, compile_restriction
+from .space.callables import classify_callable, refused_restriction
 from .strategies import StrategyError, validate_strategy_spec
 
 # Device limits runners hand to the space as constants (see runners.device).
@@ -135,8 +136,10 @@ def _check_space(params: dict, restrictions: list, constants: dict) -> None:
                 compiled = compile_restriction(r, list(params), {**device_names, **constants})
                 reads_device = reads_device or _reads_constants(r, device_names)
                 del compiled
-            elif not callable(r):
-                raise SearchSpaceError(f"restriction {r!r} must be a string or a callable")
+            elif callable(r):
+                classify_callable(r, list(params))  # its signature, now, even where the space is built later
+            else:
+                raise SearchSpaceError(refused_restriction(r))
         if not reads_device:
             SearchSpace(params, restrictions, constants)
         else:  # still check parameter value lists

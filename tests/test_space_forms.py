@@ -198,3 +198,155 @@ def test_refused_forms_list_the_accepted_ones(text, culprit):
     assert repr(text) in message and culprit in message and "is not allowed" in message
     assert "accepted restriction forms:" in message
     assert "'in' with a tuple/list of expressions or with range(...)" in message
+
+
+# -- audit additions ----------------------------------------------------------------------------------
+
+def test_named_arguments_with_kwargs_get_every_parameter():
+    """``def f(tile_size_x, **rest)`` is called like ``f(**config)``: ``rest`` holds the other parameters."""
+    def rest_too(tile_size_x, **rest):
+        return tile_size_x <= rest["tile_size_y"] and rest.get("block_size_y", 1) != 2
+
+    space = SearchSpace(PARAMS, [rest_too])
+    assert configurations(space) == valid_by_python(
+        PARAMS, lambda c: c["tile_size_x"] <= c["tile_size_y"] and c["block_size_y"] != 2)
+
+
+@pytest.mark.parametrize("params, text, rule", [
+    # the untaken side of and/or/if is never evaluated by Python, so it cannot make the restriction fail
+    ({"s": ["a", "bb"], "n": [1, 2, 2**40]}, "n < 10 and s * n == 'aa'", lambda c: c["n"] < 10 and c["s"] * c["n"] == "aa"),
+    ({"x": [1, 2, 3], "y": [2, 2.5]}, "y == 2.5 or x in range(y)", lambda c: c["y"] == 2.5 or c["x"] in range(c["y"])),
+    ({"x": [1, 2, 3], "y": [2, 2.5]}, "x in range(y) if y != 2.5 else x > 1",
+     lambda c: c["x"] in range(c["y"]) if c["y"] != 2.5 else c["x"] > 1),
+    ({"s": ["12", "3"], "n": [1, 2]}, "int(s) > n", lambda c: int(c["s"]) > c["n"]),  # int('12') is Python's
+])
+def test_what_python_does_not_evaluate_raises_no_error(params, text, rule):
+    assert configurations(SearchSpace(params, [text])) == valid_by_python(params, rule)
+
+
+def test_an_error_where_python_evaluates_is_still_an_error():
+    with pytest.raises(SearchSpaceError, match=r"restriction 'y == 2 or x in range\(y\)': range\(\) arguments must be integers, got float 2.5"):
+        SearchSpace({"x": [1, 2, 3], "y": [2, 2.5]}, ["y == 2 or x in range(y)"])
+
+
+def test_kernel_tuner_objects_get_a_pointed_error():
+    """Kernel Tuner's internal (callable, [names]) tuples and python-constraint objects: say what to write instead."""
+    with pytest.raises(SearchSpaceError) as info:
+        SearchSpace(PARAMS, [(lambda a, b: a <= b, ["tile_size_x", "tile_size_y"])])
+    message = str(info.value)
+    assert "(callable, [parameter names])" in message and "name the callable's arguments after the parameters" in message
+    assert "accepted restriction forms:" in message
+
+    class MaxProdConstraint:  # the shape of python-constraint's constraints, as Kernel Tuner users pass them
+        __module__ = "constraint.constraints"
+
+        def __call__(self, variables, domains, assignments, forwardcheck=False):
+            return True
+
+    with pytest.raises(SearchSpaceError) as info:
+        SearchSpace(PARAMS, [MaxProdConstraint()])
+    message = str(info.value)
+    assert "python-constraint object MaxProdConstraint" in message and "write the rule as an expression" in message
+    assert "accepted restriction forms:" in message
+
+
+def test_the_marker_points_kernel_tuner_tuples_to_the_accepted_forms():
+    with pytest.raises(MarkerError, match=r"tune marker argument 'restrictions': restriction .*\(callable, \[parameter "
+                                          r"names\]\) tuple .*accepted restriction forms:"):
+        parse_marker((), {"params": PARAMS, "restrictions": [(lambda a, b: a < b, ["tile_size_x", "tile_size_y"])]}, {})
+    # where a restriction reads a device limit, the space is built later, but the forms are still checked now
+    with pytest.raises(MarkerError, match=r"callable restriction .*'first', 'second' are not parameter names"):
+        parse_marker((), {"params": PARAMS, "restrictions": ["block_size_x <= max_threads",
+                                                               lambda first, second: first < second]}, {})
+    with pytest.raises(MarkerError, match="accepted restriction forms:"):
+        parse_marker((), {"params": PARAMS, "restrictions": ["block_size_x <= max_threads", ("tile_size_x < 3", [])]},
+                     {})
+
+
+def test_pyatf_style_constraints_as_its_users_write_them():
+    """pyATF's SGEMM example: one lambda per parameter, named after it and earlier parameters, closing over
+    sizes and device limits. The reference walks the parameters in definition order and calls each
+    constraint by keyword as soon as its parameter is bound, as pyATF's SearchSpace does."""
+    M = N = K = 4
+    max_wi_sizes, max_wg_size, local_mem_size = (4, 4, 64), 8, 96
+    params = {"MWG": list(range(1, M + 1)), "NWG": list(range(1, N + 1)), "KWG": list(range(1, K + 1)),
+              "MDIMC": list(range(1, M + 1)), "NDIMC": list(range(1, N + 1)), "MDIMA": list(range(1, M + 1)),
+              "NDIMB": list(range(1, N + 1)), "KWI": list(range(1, K + 1)), "VWM": [1, 2, 4, 8], "VWN": [1, 2, 4, 8],
+              "STRM": [0, 1], "SA": [0, 1], "SB": [0, 1]}
+    constraints = {
+        "MWG": lambda MWG: M % MWG == 0,
+        "NWG": lambda NWG: N % NWG == 0,
+        "KWG": lambda KWG: K % KWG == 0,
+        "MDIMC": lambda MDIMC, MWG: MWG % MDIMC == 0 and MDIMC <= max_wi_sizes[0],
+        "NDIMC": lambda NDIMC, NWG, MDIMC: NWG % NDIMC == 0 and NDIMC <= max_wi_sizes[1]
+        and MDIMC * NDIMC <= max_wg_size,
+        "MDIMA": lambda MDIMA, MWG, NDIMC, KWG, MDIMC: MWG % MDIMA == 0 and (MDIMC * NDIMC) % MDIMA == 0
+        and KWG % ((MDIMC * NDIMC) / MDIMA) == 0,
+        "NDIMB": lambda NDIMB, NWG, NDIMC, KWG, MDIMC: NWG % NDIMB == 0 and (MDIMC * NDIMC) % NDIMB == 0
+        and KWG % ((MDIMC * NDIMC) / NDIMB) == 0,
+        "KWI": lambda KWI, KWG: KWG % KWI == 0,
+        "VWM": lambda VWM, MWG, MDIMC, MDIMA: (MWG / MDIMC) % VWM == 0 and (MWG / MDIMA) % VWM == 0,
+        "VWN": lambda VWN, NWG, NDIMC, NDIMB: (NWG / NDIMC) % VWN == 0 and (NWG / NDIMB) % VWN == 0,
+        "SB": lambda SB, SA, KWG, MWG, VWM, NWG, VWN:
+            ((SA * KWG * MWG / VWM) + (SB * KWG * NWG / VWN)) * 8 <= local_mem_size,
+    }
+
+    def pyatf_order(i: int = 0, bound: dict | None = None):
+        bound = bound or {}
+        if i == len(params):
+            yield tuple(bound[n] for n in params)
+            return
+        name = list(params)[i]
+        fn = constraints.get(name)
+        for value in params[name]:
+            here = {**bound, name: value}
+            if fn is None or fn(**{a: here[a] for a in fn.__code__.co_varnames[:fn.__code__.co_argcount]}):
+                yield from pyatf_order(i + 1, here)
+
+    expected = set(pyatf_order())
+    space = SearchSpace(params, list(constraints.values()))
+    assert configurations(space) == expected and 0 < len(expected) < space.cartesian_size
+
+
+KT_PARAMS = {"block_size_x": [16, 32, 48, 64, 128], "block_size_y": [1, 2, 4, 16, 32, 64], "tile_size_y": [1, 2, 4],
+             "use_padding": [0, 1]}
+
+
+def _kt_args_style(block_size_x, block_size_y, tile_size_y, use_padding):  # Kernel Tuner's "args-style" restriction
+    return block_size_x // block_size_y >= 2 and (use_padding == 0 or block_size_x % 32 != 0)
+
+
+@pytest.mark.parametrize("restrictions, rule", [
+    # Kernel Tuner 1.5.0's tutorial, examples and tests, as written there
+    (["block_size_x==block_size_y"], lambda c: c["block_size_x"] == c["block_size_y"]),
+    (lambda p: p["block_size_x"] == p["block_size_y"], lambda c: c["block_size_x"] == c["block_size_y"]),
+    (["block_size_x==block_size_y*tile_size_y"], lambda c: c["block_size_x"] == c["block_size_y"] * c["tile_size_y"]),
+    (["use_padding==0 or (block_size_x % 32 != 0)", "block_size_x*block_size_y >= 32"],
+     lambda c: (c["use_padding"] == 0 or c["block_size_x"] % 32 != 0) and c["block_size_x"] * c["block_size_y"] >= 32),
+    ([lambda p: p["block_size_x"] <= 64, "block_size_x > 16"], lambda c: 16 < c["block_size_x"] <= 64),
+    (["32 <= block_size_x*block_size_y <= 512", f"block_size_x*block_size_y <= {1024}"],
+     lambda c: 32 <= c["block_size_x"] * c["block_size_y"] <= 512),
+    (_kt_args_style, lambda c: _kt_args_style(**c)),
+    ([_kt_args_style, lambda p: p["tile_size_y"] != 2], lambda c: _kt_args_style(**c) and c["tile_size_y"] != 2),
+])
+def test_kernel_tuner_forms_as_its_users_write_them(restrictions, rule):
+    assert configurations(SearchSpace(KT_PARAMS, restrictions)) == valid_by_python(KT_PARAMS, rule)
+
+
+@pytest.mark.parametrize("text, rule", [
+    # pairs of parameters, as Kernel Tuner users write them in strings (Python compares the tuples)
+    ("(block_size_x, block_size_y) in [(16, 8), (32, 4), (64, 2), (128, 1)]",
+     lambda c: (c["block_size_x"], c["block_size_y"]) in [(16, 8), (32, 4), (64, 2), (128, 1)]),
+    ("(tile_size_x, tile_size_y) not in ((1, 1), (2, 2 * tile_size_x), (3,), (4, 6, 8))",
+     lambda c: (c["tile_size_x"], c["tile_size_y"]) not in ((1, 1), (2, 2 * c["tile_size_x"]), (3,), (4, 6, 8))),
+    ("(tile_size_x, block_size_y // tile_size_x) in ((1, 2), (2, 2), (4, 1))",
+     lambda c: (c["tile_size_x"], c["block_size_y"] // c["tile_size_x"]) in ((1, 2), (2, 2), (4, 1))),
+])
+def test_membership_of_parameter_tuples(text, rule):
+    assert configurations(SearchSpace(PARAMS, [text])) == valid_by_python(PARAMS, rule)
+
+
+def test_membership_of_a_tuple_needs_tuples_on_the_right():
+    with pytest.raises(SearchSpaceError, match=r"tuple on the left of 'in' needs a tuple/list of tuples on its right.*"
+                                               r"accepted restriction forms:"):
+        SearchSpace(PARAMS, ["(tile_size_x, tile_size_y) in range(3)"])

@@ -8,7 +8,9 @@
   parameter's value list before anything is enumerated).
 * One argument that is not a parameter name (``lambda p: p["block_size_x"] > 1``):
   called with the configuration dict.
-* Only ``**kwargs``: called with every parameter by name (Kernel Tuner's ``restrict(**params)``).
+* Only ``**kwargs``: called with every parameter by name (Kernel Tuner's ``restrict(**params)``);
+  arguments named after parameters and ``**kwargs`` (``def f(tile_size_x, **rest)``): likewise, so
+  ``rest`` holds the other parameters.
 
 Any other signature is an error that lists these forms, rather than a guess that
 silently builds the wrong space.
@@ -26,7 +28,7 @@ from .errors import SearchSpaceError
 ACCEPTED_FORMS = (
     "an expression string over the parameters, e.g. 'block_size_x * block_size_y <= 1024' "
     "(arithmetic, comparisons, and/or/not, x if c else y, 'in' with a tuple/list of expressions or with range(...), "
-    "min/max/abs/int/float/round)",
+    "(x, y) in ((1, 2), (2, 4)), min/max/abs/int/float/round)",
     "a callable whose arguments are parameter names, called with their values, "
     "e.g. lambda block_size_x, block_size_y: block_size_x * block_size_y <= 1024",
     "a callable of one argument that is not a parameter name, called with the configuration dict, "
@@ -56,6 +58,25 @@ def as_restriction_list(restrictions: Any) -> list:
 
 def label_of(fn: Callable[..., Any]) -> str:
     return getattr(fn, "__qualname__", None) or repr(fn)
+
+
+def refused_restriction(restriction: Any) -> str:
+    """Why ``restriction`` (neither a string nor a callable) is refused, with what to write instead."""
+    why = f"restriction {restriction!r} must be a string or a callable"
+    if isinstance(restriction, tuple) and len(restriction) == 2 and isinstance(restriction[1], (list, tuple)) \
+            and (callable(restriction[0]) or isinstance(restriction[0], str)):
+        why += ("; a (callable, [parameter names]) tuple is Kernel Tuner's internal form: "
+                "name the callable's arguments after the parameters instead (lambda tile_size_x, tile_size_y: ...), "
+                "or pass the expression string alone")
+    return f"{why}; {accepted_forms()}"
+
+
+def _python_constraint(fn: Any) -> str | None:
+    """The class name of a python-constraint ``Constraint`` (Kernel Tuner passes them on), else None."""
+    cls = type(fn)
+    if cls.__module__.split(".")[0] == "constraint" and callable(getattr(cls, "__call__", None)):
+        return cls.__name__
+    return None
 
 
 class CallableRestriction:
@@ -107,6 +128,12 @@ class CallableRestriction:
 def classify_callable(fn: Callable[..., Any], parameters: Sequence[str]) -> CallableRestriction:
     """Decide how ``fn`` is called from its signature; an error listing the accepted forms otherwise."""
     label = label_of(fn)
+    constraint = _python_constraint(fn)
+    if constraint is not None:
+        raise SearchSpaceError(f"restriction {fn!r}: python-constraint object {constraint} (a Kernel Tuner form) "
+                               "is not accepted; write the rule as an expression string over the parameters instead, "
+                               "e.g. 'block_size_x * block_size_y <= 1024' for MaxProdConstraint(1024) on those two; "
+                               f"{accepted_forms()}")
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError):  # a builtin without a signature: the long-standing dict convention
@@ -122,7 +149,8 @@ def classify_callable(fn: Callable[..., Any], parameters: Sequence[str]) -> Call
     by_position = [a for a in args if a.kind is a.POSITIONAL_ONLY]
     last_named = max((i for i, a in enumerate(by_position) if a.name in known), default=-1)
     if named and not strangers and not has_varargs and all(a.name in known for a in by_position[:last_named]):
-        return CallableRestriction(fn, "values", [a.name for a in named],
+        # with **kwargs as well, every parameter is passed: the named ones to their arguments, the rest to **kwargs
+        return CallableRestriction(fn, "values", list(parameters) if has_kwargs else [a.name for a in named],
                                    [a.name for a in by_position[: last_named + 1]])
     first = next((a for a in args if a.kind in (a.POSITIONAL_ONLY, a.POSITIONAL_OR_KEYWORD)), None)
     if not named and not has_varargs and first is not None and all(a is first for a in required):

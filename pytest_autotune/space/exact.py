@@ -167,6 +167,9 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
 
 def in_range_one(x: Any, start: Any, stop: Any, step: Any) -> bool:
     """``x in range(start, stop, step)`` for one value; a float counts where it equals an integer."""
+    for bound in (start, stop, step):  # Python builds the range first: range(2.5) raises whatever x is
+        if not _is_int(bound):
+            raise SearchSpaceError(f"range() arguments must be integers, got {type(bound).__name__} {_short(bound)}")
     if isinstance(x, float):
         if not x.is_integer():
             return False

@@ -304,6 +304,8 @@ class _Compiler:
         return boolop
 
     def _Compare(self, node: ast.Compare, depth: int) -> Node:
+        if isinstance(node.left, ast.Tuple) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.In, ast.NotIn)):
+            return self._tuple_membership(node.left, node.comparators[0], isinstance(node.ops[0], ast.NotIn), depth)
         first = self.compile(node.left, depth)
         steps: list[tuple[Callable[[Any, Any], Any], Node]] = []
         for i, (op, comparator) in enumerate(zip(node.ops, node.comparators)):
@@ -359,6 +361,29 @@ class _Compiler:
             return np.logical_not(hit) if negate else hit
 
         return any_equal, (lambda env, bad: [e(env, bad) for e in elements])
+
+    def _tuple_membership(self, left: ast.Tuple, right: ast.AST, negate: bool, depth: int) -> Node:
+        """``(x, y) in ((1, 2), (2, 4 * x))``: Python's tuple equality, element by element, with each tuple."""
+        if not isinstance(right, (ast.Tuple, ast.List, ast.Set)) or not all(isinstance(e, ast.Tuple) for e in right.elts):
+            raise self.fail("a tuple on the left of 'in' needs a tuple/list of tuples on its right, "
+                            f"e.g. (x, y) in ((1, 2), (2, 4)); {accepted_forms()}")
+        xs = [self.compile(e, depth) for e in left.elts]
+        rows = [[self.compile(e, depth) for e in row.elts] for row in right.elts]
+        equal = exact_mod.COMPARE["Eq"] if self.exact else operator.eq
+
+        def member(env: Env, bad: list) -> Any:
+            left_values = [x(env, bad) for x in xs]
+            hit: Any = False
+            for row in [[e(env, bad) for e in row] for row in rows]:  # Python builds the whole right side first
+                if len(row) != len(left_values):
+                    continue  # tuples of another length are never equal
+                same: Any = True
+                for a, b in zip(left_values, row):
+                    same = np.logical_and(same, _truth(equal(a, b)))
+                hit = np.logical_or(hit, same)
+            return np.logical_not(hit) if negate else hit
+
+        return member
 
     def _literal_collection(self, node: ast.Tuple | ast.List | ast.Set) -> list | np.ndarray | None:
         """The elements when all are literal numbers/strings (an np.isin table), else None."""
@@ -460,6 +485,7 @@ class Restriction:
     constant_spans: Mapping[str, bounds.Span] = field(default_factory=dict)  # of the constants it reads
     growth: tuple[int, int] | None = None  # bounds.growth of the tree: the quick overflow test
     exact: bool = False
+    _twin: "Restriction | None" = field(default=None, repr=False, compare=False)
 
     def for_values(self, spans: Mapping[str, bounds.Span]) -> "Restriction":
         """The restriction to evaluate when its parameters range over ``spans`` (:func:`.bounds.spans_of`)."""
@@ -468,12 +494,31 @@ class Restriction:
         reads = {**self.constant_spans, **{n: spans[n] for n in self.names}}
         if bounds.fits_quickly(self.growth, reads) or bounds.int64_is_exact(self.tree, reads, key=self.source):
             return self
-        compiler = _Compiler(self.source, self.names, self.constants, exact=True)
-        return Restriction(self.source, self.names, compiler.compile(self.tree), self.tree, self.constants,
-                           self.constant_spans, self.growth, exact=True)
+        return self.exact_twin()
+
+    def exact_twin(self) -> "Restriction":
+        """This restriction compiled for Python values, evaluated entry by entry and only where Python would."""
+        if self.exact or self.tree is None:
+            return self
+        if self._twin is None:
+            compiler = _Compiler(self.source, self.names, self.constants, exact=True)
+            self._twin = Restriction(self.source, self.names, compiler.compile(self.tree), self.tree, self.constants,
+                                     self.constant_spans, self.growth, exact=True)
+        return self._twin
 
     def evaluate(self, env: Env) -> np.ndarray:
         """Boolean mask (broadcast over ``env``'s arrays); invalid where a divisor was zero."""
+        if self.exact or self.tree is None:
+            return self._evaluate(env)
+        try:
+            return self._evaluate(env)
+        except SearchSpaceError:
+            # The vectorised evaluation computes both sides of and/or/if everywhere, so its error may come
+            # from a value Python never computes ("n < 10 and s * n == 'aa'"): Python-value evaluation,
+            # which leaves untaken sides out, decides (and raises only where Python would).
+            return self.exact_twin()._evaluate(env)
+
+    def _evaluate(self, env: Env) -> np.ndarray:
         bad: list = []
         shape = None
         if self.exact:  # flat object arrays, so that untaken branches can be left out entry by entry

@@ -11,7 +11,7 @@ import numpy as np
 from . import neighbours as nb
 from .build import DEFAULT_CHUNK_ROWS, apply_callables, build_blocks
 from .errors import SearchSpaceError
-from .callables import CallableRestriction, accepted_forms, as_restriction_list, classify_callable
+from .callables import CallableRestriction, as_restriction_list, classify_callable, refused_restriction
 from .expressions import Restriction, compile_restriction
 
 RestrictionLike = Union[str, Callable[..., Any]]
@@ -43,9 +43,9 @@ def _value_table(name: str, values: Sequence[Any]) -> np.ndarray:
     ints = [int(v) for v in values if isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_))]
     if len(ints) == len(values) and all(-(2**63) <= v < 2**63 for v in ints):
         return np.array(values, dtype=np.int64)
-    # floats, or integers that float64 holds exactly; larger integers stay Python ints (object), exact
-    if all(isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_)) for v in values) \
-            and len(ints) < len(values) and all(abs(v) <= 2**53 for v in ints):
+    # floats alone are float64; integers mixed with floats stay Python ints (object): 2 is not 2.0 to a
+    # kernel (#define) or a restriction (range(2)), and integers beyond 2**53 stay exact
+    if not ints and all(isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_)) for v in values):
         return np.array(values, dtype=np.float64)
     table = np.empty(len(values), dtype=object)
     table[:] = [v.item() if isinstance(v, np.generic) else v for v in values]
@@ -93,7 +93,7 @@ class SearchSpace:
                 # a callable over named parameters joins the vectorised construction like an expression
                 (compiled if wrapped.style == "values" else callables).append(wrapped)
             else:
-                raise SearchSpaceError(f"restriction {r!r} must be a string or a callable; {accepted_forms()}")
+                raise SearchSpaceError(refused_restriction(r))
         built = build_blocks(self.names, self._tables, compiled, chunk_rows)
         constrained = {q for r in compiled if len(r.names) > 1 for q in r.names}
         self._prunes = [bool(callables) or n in constrained for n in self.names]
