@@ -970,6 +970,53 @@ def test_errors_in_the_tests_own_call_fail_at_its_line(project: pytest.Pytester)
     result.stdout.fnmatch_lines(["SKIPPED [[]1[]] test_errors.py:27: autotune: no usable device for this kernel: *"])
 
 
+CALL_ERRORS_TEST = '''
+import numpy as np
+import pytest
+
+A = np.zeros(16, np.float32)
+
+
+@pytest.mark.tune(params={"UNROLL": [1, 2]}, strategy="brute_force")
+def test_function_bare_expected(autotune):
+    autotune.function(lambda p: [A], expected=A, name="f")
+
+
+@pytest.mark.tune(params={"UNROLL": [1, 2]}, strategy="brute_force")
+def test_expected_shape(autotune):
+    autotune.kernel("work.c", "work", 16, [A, A, np.array([1], np.int32), np.int32(16)],
+                    expected=[np.zeros(17, np.float32), None, None, None])
+
+
+@pytest.mark.tune(params={"UNROLL": [1, 2]}, strategy="brute_force")
+def test_expected_dtype(autotune):
+    autotune.kernel("work.c", "work", 16, [A, A, np.array([1], np.int32), np.int32(16)],
+                    expected=[np.zeros(16, np.float64), None, None, None])
+'''
+
+
+@needs_gcc
+@pytest.mark.parametrize("mode", [("--autotune",), ()], ids=["tune", "gate"])
+def test_wrong_expected_fails_at_the_tests_line_in_both_modes(project: pytest.Pytester, mode: tuple[str, ...]) -> None:
+    """A bare array given to autotune.function (one entry per output) is named as such at the call, not
+    reported per configuration as "expected has 16 entries but there are 1 outputs"."""
+    project.makefile(".c", work=WORK_C)
+    project.makepyfile(test_call_errors=CALL_ERRORS_TEST)
+    result = run(project, *mode)
+    result.assert_outcomes(failed=3)
+    out = result.stdout.str()
+    assert "entries but there are" not in out and "fixture.py:" not in out.split("short test summary info")[0]
+    result.stdout.fnmatch_lines([
+        "*expected must be a list with one entry per output of launch, got an array of shape (16,); "
+        "wrap the array: expected=[[]ref[]]*",
+        "test_call_errors.py:9: Failed",
+        "*autotune.kernel('work'): expected[[]0[]] has shape (17,) but argument 0 has shape (16,)",
+        "test_call_errors.py:14: Failed",
+        "*autotune.kernel('work'): expected[[]0[]] has dtype float64 but argument 0 is float32*",
+        "test_call_errors.py:20: Failed",
+    ])
+
+
 def test_command_line_defaults_are_checked_once_at_start_up(project: pytest.Pytester) -> None:
     project.makepyfile(test_reference=REFERENCE_TEST)
     (project.path / "factor.txt").write_text("2.0")
