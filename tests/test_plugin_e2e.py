@@ -1147,7 +1147,8 @@ def test_swork(autotune):
 
 
 @needs_gcc
-def test_source_edits_are_gated_side_by_side_with_the_locked_source(project: pytest.Pytester) -> None:
+def test_source_edits_are_gated_side_by_side_with_the_locked_source(project: pytest.Pytester,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     project.makefile(".c", swork=SOURCE_WORK_C)
     project.makepyfile(test_swork=SOURCE_WORK_TEST)
     run(project, "--autotune").assert_outcomes(passed=1)
@@ -1161,11 +1162,15 @@ def test_source_edits_are_gated_side_by_side_with_the_locked_source(project: pyt
     # A comment edit: gated A/B against the locked source, passes.
     original = (project.path / "swork.c").read_text()
     (project.path / "swork.c").write_text(original + "/* a comment */\n")
+    monkeypatch.setenv("COLUMNS", "80")  # a CI log's width: the table's note cell is cut, the note is not lost
     result = run(project, "--autotune-report=comment.json")
+    monkeypatch.setenv("COLUMNS", "400")
     result.assert_outcomes(passed=1)
     (row,) = json.loads((project.path / "comment.json").read_text())["kernels"]
     assert row["method"] == "a/b" and row["status"] in ("pass", "faster")
     assert row["note"].startswith("source changed since lock; A/B against the locked source")
+    result.stdout.fnmatch_lines(["  test_swork.py::test_swork::swork: source changed since lock; A/B against the "
+                                 "locked source*"])
 
     # An edit that adds 30 % work fails, whatever this machine's speed against the lock's.
     (project.path / "swork.c").write_text(original.replace("REPS 20", "REPS 26"))

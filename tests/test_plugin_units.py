@@ -21,7 +21,7 @@ from pytest_autotune.gate import retune_command, run_gate
 from pytest_autotune.marker import MARKER_ARGS, MarkerError, parse_marker
 from pytest_autotune.measure import MeasureOptions
 from pytest_autotune.plugin import _autotune_mode, _budget_default
-from pytest_autotune.report import (COLUMNS, failure_lines, format_table, lockfile_lines, not_gated_line,
+from pytest_autotune.report import (COLUMNS, cut_note_lines, failure_lines, format_table, lockfile_lines, not_gated_line,
                                    write_json_report, write_plots)
 from pytest_autotune.results import FailureKind, Measurement
 from pytest_autotune.scratch import ScratchCache
@@ -342,6 +342,15 @@ def test_summary_table_fits_the_terminal_width(width: int) -> None:
     assert lines[2].startswith("…") and "name[param-1]::k  gate" in lines[2]  # test ids keep their end
     wide = format_table(rows, width=1000)
     assert "P9=1009" in wide[2] and "…" not in "".join(wide)
+
+
+def test_a_note_the_table_cuts_is_printed_whole_below_it() -> None:
+    edited = {**ROWS[1], "status": "pass", "note": "source changed since lock; A/B against the locked source"}
+    rows = [edited, {**ROWS[1], "test": "t.py::test_z", "note": "short"}]
+    assert any("source ch…" in line for line in format_table(rows, width=80))  # the cell is cut at 80 columns
+    assert cut_note_lines(rows, width=80) == [
+        "  t.py::test_b::k: source changed since lock; A/B against the locked source"]
+    assert cut_note_lines(rows, width=1000) == cut_note_lines(rows) == []  # whole in the table: nothing below
 
 
 def test_failure_lines_lockfile_lines_and_the_not_gated_line() -> None:
