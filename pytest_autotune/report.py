@@ -117,12 +117,15 @@ def failure_lines(row: Mapping[str, Any], width: int = 160) -> list[str]:
 
 
 def lockfile_lines(rows: Iterable[Mapping[str, Any]]) -> list[str]:
-    """Which lockfiles the run read and which it wrote."""
+    """Which lockfiles the run read and which it wrote; one that does not exist says so (a lock directory
+    resolved somewhere unexpected shows at once)."""
     used: dict[str, bool] = {}
     for r in rows:
         if r.get("lockfile"):
             used[r["lockfile"]] = used.get(r["lockfile"], False) or bool(r.get("lock_written"))
-    return [f"autotune lockfile: {path} ({'written' if written else 'read'})" for path, written in sorted(used.items())]
+    return [f"autotune lockfile: {path} "
+            f"({'written' if written else 'read' if Path(path).exists() else 'not found'})"
+            for path, written in sorted(used.items())]
 
 
 def not_gated_line(rows: Iterable[Mapping[str, Any]]) -> str:

@@ -353,13 +353,15 @@ def test_a_note_the_table_cuts_is_printed_whole_below_it() -> None:
     assert cut_note_lines(rows, width=1000) == cut_note_lines(rows) == []  # whole in the table: nothing below
 
 
-def test_failure_lines_lockfile_lines_and_the_not_gated_line() -> None:
+def test_failure_lines_lockfile_lines_and_the_not_gated_line(tmp_path: Path) -> None:
     row = {"test": "t.py::test_a", "kernel": "k", "failure_examples": {
         "compile": {"params": {"B": 3}, "count": 4, "detail": "\nk.c:3:5: error: 'x' undeclared\n  3 | x = 1;\n"}}}
     assert failure_lines(row) == ["  t.py::test_a::k compile x4, first at B=3: k.c:3:5: error: 'x' undeclared"]
-    assert lockfile_lines([{"lockfile": "L/a.json"}, {"lockfile": "L/a.json", "lock_written": True},
-                           {"lockfile": "L/b.json"}]) == ["autotune lockfile: L/a.json (written)",
-                                                          "autotune lockfile: L/b.json (read)"]
+    a, b, c = (str(tmp_path / name) for name in ("a.json", "b.json", "c.json"))
+    (tmp_path / "b.json").write_text("{}")
+    assert lockfile_lines([{"lockfile": a}, {"lockfile": a, "lock_written": True}, {"lockfile": b},
+                           {"lockfile": c}]) == [f"autotune lockfile: {a} (written)", f"autotune lockfile: {b} (read)",
+                                                 f"autotune lockfile: {c} (not found)"]
     assert not_gated_line(ROWS[:2]) == ""
     rows = [ROWS[2], {"test": "t.py::test_e", "kernel": "k", "mode": "gate", "status": "stale",
                       "message": "lock entry is stale: the problem changed"}]
