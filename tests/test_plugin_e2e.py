@@ -443,8 +443,9 @@ def test_missing_entry_policies_and_stale_source(project: pytest.Pytester) -> No
     result.assert_outcomes(skipped=2)
     assert {r[2] for r in summary_rows(result).values()} == {"stale"}
     result.stdout.fnmatch_lines([
-        f"autotune: 2 kernel(s) NOT GATED: {key_a} (lock entry is stale: the problem changed (problem size, "
-        f"argument shapes, dtypes or scalar values)); {key_b} (*)",
+        f"autotune: 2 kernel(s) NOT GATED: {key_a} (lock entry is stale: the problem changed: size 16384 -> 8192; "
+        "argument 0: shape (16384,) -> (8192,); argument 1: shape (16384,) -> (8192,); "
+        f"argument 3: value 16384 -> 8192); {key_b} (*)",
         "*short test summary info*",
         "SKIPPED [[]1[]] test_two.py:*: autotune: lock entry is stale: the problem changed*; tune it with: "
         "pytest --autotune=all test_two.py::test_a"])
