@@ -751,6 +751,19 @@ def pytest_autotune_lockfile_name(config, device):
     result.stderr.fnmatch_lines(["*autotune_missing = 'sometimes': choose from skip, fail, tune*"])
 
 
+def test_the_lock_directory_is_the_rootdirs_from_any_working_directory(project: pytest.Pytester,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    _replay_project(project)
+    run(project, "--autotune").assert_outcomes(passed=1)
+    (path, _) = the_lockfile(project)
+    sub = project.mkdir("sub")
+    monkeypatch.chdir(sub)  # a gate started from a subdirectory reads the same lockfile
+    result = run(project, str(project.path))
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([f"autotune lockfile: {path} (read)"])
+    assert not (sub / "autotune.lock").exists()
+
+
 def test_replay_of_real_recordings(project: pytest.Pytester, spaces_dir: Path) -> None:
     recording = spaces_dir / "kerneltuner" / "pnpoly_RTX_3090.json.gz"
     if not recording.exists():
