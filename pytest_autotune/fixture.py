@@ -211,7 +211,10 @@ class Autotune:
         try:
             runner = k.make_runner()
         except BackendUnavailable as exc:
-            raise pytest.skip.Exception(f"autotune: no usable device for this kernel: {exc}") from None
+            why = f"no usable device for this kernel: {exc}"
+            if opts.mode is None:  # a gate that checked nothing must say so in the summary, not only with -rs
+                self._row(k.label, "gate", "no device", message=why)
+            raise pytest.skip.Exception(f"autotune: {why}") from None
         except SpecError as exc:
             raise pytest.fail.Exception(f"autotune: kernel {k.label!r}: {exc}") from None
         try:

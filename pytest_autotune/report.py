@@ -130,11 +130,14 @@ def lockfile_lines(rows: Iterable[Mapping[str, Any]]) -> list[str]:
 
 def not_gated_line(rows: Iterable[Mapping[str, Any]]) -> str:
     """The closing line naming every kernel the gate could not check, and why (visible without -rs)."""
-    missed = [r for r in rows if r.get("mode") == "gate" and r.get("status") in ("missing", "stale")]
+    missed = [r for r in rows if r.get("mode") == "gate" and r.get("status") in ("missing", "stale", "no device")]
     if not missed:
         return ""
-    parts = [f"{r['test']}::{r['kernel']} ({'no lock entry for this device' if r['status'] == 'missing' else r.get('message', 'stale')})"
-             for r in missed]
+    by_reason: dict[str, list[str]] = {}  # kernels sharing a reason (no CuPy: every CUDA kernel) named once
+    for r in missed:
+        reason = "no lock entry for this device" if r["status"] == "missing" else str(r.get("message", "stale"))
+        by_reason.setdefault(reason, []).append(f"{r['test']}::{r['kernel']}")
+    parts = [f"{', '.join(kernels)} ({reason})" for reason, kernels in by_reason.items()]
     return f"autotune: {len(missed)} kernel(s) NOT GATED: " + "; ".join(parts)
 
 

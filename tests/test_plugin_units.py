@@ -364,9 +364,13 @@ def test_failure_lines_lockfile_lines_and_the_not_gated_line(tmp_path: Path) -> 
                                                  f"autotune lockfile: {c} (not found)"]
     assert not_gated_line(ROWS[:2]) == ""
     rows = [ROWS[2], {"test": "t.py::test_e", "kernel": "k", "mode": "gate", "status": "stale",
-                      "message": "lock entry is stale: the problem changed"}]
-    assert not_gated_line(rows) == ("autotune: 2 kernel(s) NOT GATED: t.py::test_c::k (no lock entry for this "
-                                    "device); t.py::test_e::k (lock entry is stale: the problem changed)")
+                      "message": "lock entry is stale: the problem changed"},
+            *({"test": f"t.py::test_{x}", "kernel": "k", "mode": "gate", "status": "no device",
+               "message": "no usable device for this kernel: CuPy is not installed"} for x in "fg")]
+    assert not_gated_line(rows) == ("autotune: 4 kernel(s) NOT GATED: t.py::test_c::k (no lock entry for this "
+                                    "device); t.py::test_e::k (lock entry is stale: the problem changed); "
+                                    "t.py::test_f::k, t.py::test_g::k (no usable device for this kernel: CuPy is "
+                                    "not installed)")
 
 
 def test_json_report(tmp_path: Path) -> None:
