@@ -265,7 +265,8 @@ def autotune(request: pytest.FixtureRequest) -> Autotune:
     item = request.node
     settings = item.stash.get(SETTINGS_KEY, None)
     if settings is None:
-        raise pytest.UsageError(f"{item.nodeid} uses the autotune fixture without @pytest.mark.tune(params=...)")
+        # the test's own mistake: its error, without a traceback into the plugin
+        pytest.fail(f"{item.nodeid} uses the autotune fixture without @pytest.mark.tune(params=...)", pytrace=False)
     return Autotune(item, settings, request.config.stash[STATE_KEY])
 
 

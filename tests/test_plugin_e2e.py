@@ -1072,6 +1072,15 @@ def test_a_marked_test_that_tunes_nothing_is_warned_about(project: pytest.Pytest
     run(project).assert_outcomes(passed=2)  # the gate has nothing to say about them
 
 
+def test_the_fixture_without_the_marker_is_the_tests_error_without_plugin_internals(project: pytest.Pytester) -> None:
+    project.makepyfile(test_unmarked="def test_unmarked(autotune):\n    pass\n\n\ndef test_fine():\n    pass\n")
+    result = run(project)
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["test_unmarked.py::test_unmarked uses the autotune fixture without "
+                                 "@pytest.mark.tune(params=...)"])
+    assert "plugin.py" not in result.stdout.str() and "UsageError" not in result.stdout.str()
+
+
 def test_no_cacheprovider_leaves_no_untracked_directory(project: pytest.Pytester, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "user-cache"))
