@@ -278,7 +278,12 @@ class Autotune:
               old: Mapping[str, Any] | None) -> KernelResult:
         __tracebackhide__ = True
         s, opts = self.settings, self.state.options
-        space = self._space(runner, k.label)
+        try:
+            space = self._space(runner, k.label)
+        except pytest.fail.Exception as exc:  # e.g. device limits exclude every configuration: a failed tune
+            self._row(k.label, "tune", "failed", note=str(exc.msg).removeprefix("autotune: "), message=exc.msg,
+                      evaluations=0, budget=s.budget_text, lockfile=str(path))
+            raise
         # Everything that decides an evaluation's outcome is in the key (and the device: measurements
         # from another GPU must not be resumed into this device's lock); a fixed reference, tolerance
         # or measure option starts afresh instead of replaying stale results.

@@ -900,6 +900,28 @@ def test_a_fixed_reference_is_never_answered_from_the_scratch_cache(project: pyt
     assert "resumed" not in result.stdout.str()
 
 
+EMPTY_ON_THIS_DEVICE_TEST = '''
+import pytest
+
+
+@pytest.mark.tune(params={"X": [1, 2]}, restrictions=["X > cpu_count * 1000"])
+def test_too_big(autotune):
+    autotune.function(lambda p: None, name="big")
+'''
+
+
+def test_a_space_the_device_empties_is_a_failed_tune_in_the_summary_and_report(project: pytest.Pytester) -> None:
+    """Device limits are known only when the test runs: a space they empty is a failed tune like one in
+    which nothing ran, in the table and the JSON report (it was missing from both)."""
+    project.makepyfile(test_empty=EMPTY_ON_THIS_DEVICE_TEST)
+    result = run(project, "--autotune", "--autotune-report=report.json")
+    result.assert_outcomes(failed=1)
+    (row,) = json.loads((project.path / "report.json").read_text())["kernels"]
+    assert row["status"] == "failed" and row["evaluations"] == 0 and "the search space is empty" in row["message"]
+    cells = summary_rows(result)["test_empty.py::test_too_big::big"]
+    assert cells[2] == "failed" and cells[9].endswith("the search space is empty"), cells
+
+
 NEVER_COMPILES_C = "void broken(float *out, int n) {\n    out[0] = undeclared_variable;\n}\n"
 NEVER_COMPILES_TEST = '''
 import numpy as np
