@@ -20,7 +20,8 @@ from .evaluator import Budget
 from .fixture import CALLS_KEY, Autotune
 from .marker import MarkerError, TuneSettings, parse_marker
 from .runners.compile_pool import parse_compile_workers
-from .report import cut_note_lines, failure_lines, format_table, lockfile_lines, not_gated_line, write_json_report, write_plots
+from .report import (cut_note_lines, failure_lines, format_table, lockfile_lines, not_gated_line, write_json_report,
+                     write_plots)
 from .session import INCOMPARABLE_POLICIES, MISSING_POLICIES, Options, SessionState
 from .strategies import StrategyError, validate_strategy_spec
 
