@@ -286,8 +286,8 @@ def cmd_prune(args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"{verb} {source}  (a kernel source no entry uses)\n")
     if not args.dry_run:
         prune(orphans, sources)
-    out.write(f"pytest-autotune prune: {len(orphans)} entr{'y' if len(orphans) == 1 else 'ies'} {verb}"
-              f"{' (dry run: nothing written)' if args.dry_run else ''}\n")
+    out.write(f"pytest-autotune prune: {len(orphans)} entr{'y' if len(orphans) == 1 else 'ies'} "
+              f"{'would be removed (dry run: nothing written)' if args.dry_run else 'removed'}\n")
     return EXIT_OK
 
 

@@ -13,6 +13,7 @@ internals.
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +26,7 @@ from .evaluator import SearchHistory
 from .gate import (EntryCheck, GateOutcome, LockedSourceUnusable, check_entry, retune_command, run_ab_gate,
                    run_gate)
 from .lock.hashing import describe_callable, hash_problem, hash_source, hash_space, kernel_source_hash, stable_hash
-from .lock.problem import describe_problem
+from .lock.problem import describe_problem, problem_change
 from .lock.transfer import warm_start
 from .lock.lockfile import LockfileError, entry_key, get_entry, lockfile_path, merge_entries, read_lockfile, utc_timestamp
 from .lock.sources import load_source, store_source
@@ -210,7 +211,10 @@ class Autotune:
         try:
             runner = k.make_runner()
         except BackendUnavailable as exc:
-            raise pytest.skip.Exception(f"autotune: no usable device for this kernel: {exc}") from None
+            why = f"no usable device for this kernel: {exc}"
+            if opts.mode is None:  # a gate that checked nothing must say so in the summary, not only with -rs
+                self._row(k.label, "gate", "no device", message=why)
+            raise pytest.skip.Exception(f"autotune: {why}") from None
         except SpecError as exc:
             raise pytest.fail.Exception(f"autotune: kernel {k.label!r}: {exc}") from None
         try:
@@ -225,6 +229,9 @@ class Autotune:
             entry = get_entry(lock, self.item.nodeid, k.label)
             check = check_entry(entry, k.hashes, lambda: self._space(runner, k.label).find(entry["params"]) >= 0) \
                 if entry is not None else None
+            if check is not None and check.stale is not None and "problem" in check.changed \
+                    and (change := problem_change(entry.get("problem"), k.problem)):  # type: ignore[union-attr]
+                check = dataclasses.replace(check, stale=f"the problem changed: {change}")  # say which part
             usable = check is not None and check.stale is None
             if opts.mode == "missing" and usable:
                 result = self._left_alone(k.label, entry, path)  # type: ignore[arg-type]
@@ -271,7 +278,12 @@ class Autotune:
               old: Mapping[str, Any] | None) -> KernelResult:
         __tracebackhide__ = True
         s, opts = self.settings, self.state.options
-        space = self._space(runner, k.label)
+        try:
+            space = self._space(runner, k.label)
+        except pytest.fail.Exception as exc:  # e.g. device limits exclude every configuration: a failed tune
+            self._row(k.label, "tune", "failed", note=str(exc.msg).removeprefix("autotune: "), message=exc.msg,
+                      evaluations=0, budget=s.budget_text, lockfile=str(path))
+            raise
         # Everything that decides an evaluation's outcome is in the key (and the device: measurements
         # from another GPU must not be resumed into this device's lock); a fixed reference, tolerance
         # or measure option starts afresh instead of replaying stale results.

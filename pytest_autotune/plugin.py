@@ -20,7 +20,8 @@ from .evaluator import Budget
 from .fixture import CALLS_KEY, Autotune
 from .marker import MarkerError, TuneSettings, parse_marker
 from .runners.compile_pool import parse_compile_workers
-from .report import failure_lines, format_table, lockfile_lines, not_gated_line, write_json_report, write_plots
+from .report import (cut_note_lines, failure_lines, format_table, lockfile_lines, not_gated_line, write_json_report,
+                     write_plots)
 from .session import INCOMPARABLE_POLICIES, MISSING_POLICIES, Options, SessionState
 from .strategies import StrategyError, validate_strategy_spec
 
@@ -265,7 +266,8 @@ def autotune(request: pytest.FixtureRequest) -> Autotune:
     item = request.node
     settings = item.stash.get(SETTINGS_KEY, None)
     if settings is None:
-        raise pytest.UsageError(f"{item.nodeid} uses the autotune fixture without @pytest.mark.tune(params=...)")
+        # the test's own mistake: its error, without a traceback into the plugin
+        pytest.fail(f"{item.nodeid} uses the autotune fixture without @pytest.mark.tune(params=...)", pytrace=False)
     return Autotune(item, settings, request.config.stash[STATE_KEY])
 
 
@@ -294,7 +296,8 @@ def _summary(terminalreporter: Any, state: SessionState) -> None:
     show = bool(rows) and state.options.verbosity >= -1
     if show:
         terminalreporter.write_sep("=", "autotune summary")
-        for line in format_table(rows, width=terminalreporter.config.get_terminal_writer().fullwidth):
+        width = terminalreporter.config.get_terminal_writer().fullwidth
+        for line in format_table(rows, width=width) + cut_note_lines(rows, width=width):
             write(line)
         for r in rows:
             name = f"{r['test']}::{r['kernel']}"

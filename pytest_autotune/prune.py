@@ -10,6 +10,8 @@ paths are kept, unless their file no longer exists.
 """
 from __future__ import annotations
 
+import contextlib
+import io
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -61,10 +63,13 @@ class Orphan:
 def collect(pytest_args: Sequence[str] = ()) -> _Collected:
     """Run pytest's collection only, quietly, and return what it found."""
     found = _Collected()
-    code = pytest.main(["--collect-only", "-qq", "-p", "no:cacheprovider", *pytest_args], plugins=[found])
+    output = io.StringIO()  # pytest's per-file counts are not prune's output; shown only when collection fails
+    with contextlib.redirect_stdout(output):
+        code = pytest.main(["--collect-only", "-qq", "-p", "no:cacheprovider", *pytest_args], plugins=[found])
     if found.errors or code not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
         raise PruneError(f"collection failed ({', '.join(found.errors) or f'pytest exit code {int(code)}'}); "
-                         "fix it first: entries of tests that did not import would look orphaned")
+                         "fix it first: entries of tests that did not import would look orphaned\n"
+                         + output.getvalue().strip()[-4000:])
     if not found.files or found.lockdir is None:
         raise PruneError("pytest collected no tests here; run prune from the project (or pass its test paths)")
     return found

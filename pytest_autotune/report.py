@@ -70,16 +70,21 @@ def _fit(widths: dict[str, int], width: int | None) -> dict[str, int]:
     return widths
 
 
+def _layout(rows: Sequence[Mapping[str, Any]], width: int | None) -> tuple[list[list[str]], list[int], dict[str, int]]:
+    """The table's cells, the indices of the columns shown and their fitted widths by name."""
+    body = table_rows(rows)
+    shown = [i for i, h in enumerate(COLUMNS) if h in ALWAYS_SHOWN or not body or any(b[i] != "-" for b in body)]
+    return body, shown, _fit({COLUMNS[i]: max([len(COLUMNS[i]), *(len(b[i]) for b in body)]) for i in shown}, width)
+
+
 def format_table(rows: Sequence[Mapping[str, Any]], width: int | None = None) -> list[str]:
     """Fixed-width table lines, one row per kernel, fitted to ``width`` (the terminal's) when given.
 
     Columns empty in every row are left out; long winners (then notes, failures and test ids) are
-    cut with an ellipsis. The JSON report keeps the full text.
+    cut with an ellipsis. The JSON report keeps the full text; :func:`cut_note_lines` the notes cut.
     """
-    body = table_rows(rows)
-    shown = [i for i, h in enumerate(COLUMNS) if h in ALWAYS_SHOWN or not body or any(b[i] != "-" for b in body)]
+    body, shown, fitted = _layout(rows, width)
     headers = [COLUMNS[i] for i in shown]
-    fitted = _fit({COLUMNS[i]: max([len(COLUMNS[i]), *(len(b[i]) for b in body)]) for i in shown}, width)
     widths = [fitted[h] for h in headers]
     lines = ["  ".join(h[:w].ljust(w) for h, w in zip(headers, widths)).rstrip()]
     lines.append("  ".join("-" * w for w in widths))
@@ -87,6 +92,15 @@ def format_table(rows: Sequence[Mapping[str, Any]], width: int | None = None) ->
         cells = [_shorten(b[i], w, keep_end=COLUMNS[i] == "kernel") for i, w in zip(shown, widths)]
         lines.append("  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip())
     return lines
+
+
+def cut_note_lines(rows: Sequence[Mapping[str, Any]], width: int | None = None) -> list[str]:
+    """The whole note of every row whose note the fitted table cut ("source changed since lock" must
+    stay readable next to the verdict on an 80-column CI log), one line each."""
+    _, _, fitted = _layout(rows, width)
+    room = fitted.get("note", 0)
+    return [f"  {r.get('test')}::{r.get('kernel')}: {r['note']}" for r in rows
+            if r.get("note") and len(str(r["note"])) > room]
 
 
 def failure_lines(row: Mapping[str, Any], width: int = 160) -> list[str]:
@@ -103,21 +117,27 @@ def failure_lines(row: Mapping[str, Any], width: int = 160) -> list[str]:
 
 
 def lockfile_lines(rows: Iterable[Mapping[str, Any]]) -> list[str]:
-    """Which lockfiles the run read and which it wrote."""
+    """Which lockfiles the run read and which it wrote; one that does not exist says so (a lock directory
+    resolved somewhere unexpected shows at once)."""
     used: dict[str, bool] = {}
     for r in rows:
         if r.get("lockfile"):
             used[r["lockfile"]] = used.get(r["lockfile"], False) or bool(r.get("lock_written"))
-    return [f"autotune lockfile: {path} ({'written' if written else 'read'})" for path, written in sorted(used.items())]
+    return [f"autotune lockfile: {path} "
+            f"({'written' if written else 'read' if Path(path).exists() else 'not found'})"
+            for path, written in sorted(used.items())]
 
 
 def not_gated_line(rows: Iterable[Mapping[str, Any]]) -> str:
     """The closing line naming every kernel the gate could not check, and why (visible without -rs)."""
-    missed = [r for r in rows if r.get("mode") == "gate" and r.get("status") in ("missing", "stale")]
+    missed = [r for r in rows if r.get("mode") == "gate" and r.get("status") in ("missing", "stale", "no device")]
     if not missed:
         return ""
-    parts = [f"{r['test']}::{r['kernel']} ({'no lock entry for this device' if r['status'] == 'missing' else r.get('message', 'stale')})"
-             for r in missed]
+    by_reason: dict[str, list[str]] = {}  # kernels sharing a reason (no CuPy: every CUDA kernel) named once
+    for r in missed:
+        reason = "no lock entry for this device" if r["status"] == "missing" else str(r.get("message", "stale"))
+        by_reason.setdefault(reason, []).append(f"{r['test']}::{r['kernel']}")
+    parts = [f"{', '.join(kernels)} ({reason})" for reason, kernels in by_reason.items()]
     return f"autotune: {len(missed)} kernel(s) NOT GATED: " + "; ".join(parts)
 
 

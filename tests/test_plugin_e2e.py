@@ -443,8 +443,9 @@ def test_missing_entry_policies_and_stale_source(project: pytest.Pytester) -> No
     result.assert_outcomes(skipped=2)
     assert {r[2] for r in summary_rows(result).values()} == {"stale"}
     result.stdout.fnmatch_lines([
-        f"autotune: 2 kernel(s) NOT GATED: {key_a} (lock entry is stale: the problem changed (problem size, "
-        f"argument shapes, dtypes or scalar values)); {key_b} (*)",
+        f"autotune: 2 kernel(s) NOT GATED: {key_a}, {key_b} (lock entry is stale: the problem changed: size 16384 "
+        "-> 8192; argument 0: shape (16384,) -> (8192,); argument 1: shape (16384,) -> (8192,); "
+        "argument 3: value 16384 -> 8192)",
         "*short test summary info*",
         "SKIPPED [[]1[]] test_two.py:*: autotune: lock entry is stale: the problem changed*; tune it with: "
         "pytest --autotune=all test_two.py::test_a"])
@@ -750,6 +751,19 @@ def pytest_autotune_lockfile_name(config, device):
     result.stderr.fnmatch_lines(["*autotune_missing = 'sometimes': choose from skip, fail, tune*"])
 
 
+def test_the_lock_directory_is_the_rootdirs_from_any_working_directory(project: pytest.Pytester,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    _replay_project(project)
+    run(project, "--autotune").assert_outcomes(passed=1)
+    (path, _) = the_lockfile(project)
+    sub = project.mkdir("sub")
+    monkeypatch.chdir(sub)  # a gate started from a subdirectory reads the same lockfile
+    result = run(project, str(project.path))
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([f"autotune lockfile: {path} (read)"])
+    assert not (sub / "autotune.lock").exists()
+
+
 def test_replay_of_real_recordings(project: pytest.Pytester, spaces_dir: Path) -> None:
     recording = spaces_dir / "kerneltuner" / "pnpoly_RTX_3090.json.gz"
     if not recording.exists():
@@ -886,6 +900,28 @@ def test_a_fixed_reference_is_never_answered_from_the_scratch_cache(project: pyt
     assert "resumed" not in result.stdout.str()
 
 
+EMPTY_ON_THIS_DEVICE_TEST = '''
+import pytest
+
+
+@pytest.mark.tune(params={"X": [1, 2]}, restrictions=["X > cpu_count * 1000"])
+def test_too_big(autotune):
+    autotune.function(lambda p: None, name="big")
+'''
+
+
+def test_a_space_the_device_empties_is_a_failed_tune_in_the_summary_and_report(project: pytest.Pytester) -> None:
+    """Device limits are known only when the test runs: a space they empty is a failed tune like one in
+    which nothing ran, in the table and the JSON report (it was missing from both)."""
+    project.makepyfile(test_empty=EMPTY_ON_THIS_DEVICE_TEST)
+    result = run(project, "--autotune", "--autotune-report=report.json")
+    result.assert_outcomes(failed=1)
+    (row,) = json.loads((project.path / "report.json").read_text())["kernels"]
+    assert row["status"] == "failed" and row["evaluations"] == 0 and "the search space is empty" in row["message"]
+    cells = summary_rows(result)["test_empty.py::test_too_big::big"]
+    assert cells[2] == "failed" and cells[9].endswith("the search space is empty"), cells
+
+
 NEVER_COMPILES_C = "void broken(float *out, int n) {\n    out[0] = undeclared_variable;\n}\n"
 NEVER_COMPILES_TEST = '''
 import numpy as np
@@ -968,6 +1004,56 @@ def test_errors_in_the_tests_own_call_fail_at_its_line(project: pytest.Pytester)
     result = run(project, "-k", "no_device")
     result.assert_outcomes(skipped=1, deselected=3)
     result.stdout.fnmatch_lines(["SKIPPED [[]1[]] test_errors.py:27: autotune: no usable device for this kernel: *"])
+    # ... and the gate that checked nothing says so at the end of the summary, as for a missing entry
+    result.stdout.fnmatch_lines(["autotune: 1 kernel(s) NOT GATED: test_errors.py::test_no_device::fill "
+                                 "(no usable device for this kernel: *)"])
+
+
+CALL_ERRORS_TEST = '''
+import numpy as np
+import pytest
+
+A = np.zeros(16, np.float32)
+
+
+@pytest.mark.tune(params={"UNROLL": [1, 2]}, strategy="brute_force")
+def test_function_bare_expected(autotune):
+    autotune.function(lambda p: [A], expected=A, name="f")
+
+
+@pytest.mark.tune(params={"UNROLL": [1, 2]}, strategy="brute_force")
+def test_expected_shape(autotune):
+    autotune.kernel("work.c", "work", 16, [A, A, np.array([1], np.int32), np.int32(16)],
+                    expected=[np.zeros(17, np.float32), None, None, None])
+
+
+@pytest.mark.tune(params={"UNROLL": [1, 2]}, strategy="brute_force")
+def test_expected_dtype(autotune):
+    autotune.kernel("work.c", "work", 16, [A, A, np.array([1], np.int32), np.int32(16)],
+                    expected=[np.zeros(16, np.float64), None, None, None])
+'''
+
+
+@needs_gcc
+@pytest.mark.parametrize("mode", [("--autotune",), ()], ids=["tune", "gate"])
+def test_wrong_expected_fails_at_the_tests_line_in_both_modes(project: pytest.Pytester, mode: tuple[str, ...]) -> None:
+    """A bare array given to autotune.function (one entry per output) is named as such at the call, not
+    reported per configuration as "expected has 16 entries but there are 1 outputs"."""
+    project.makefile(".c", work=WORK_C)
+    project.makepyfile(test_call_errors=CALL_ERRORS_TEST)
+    result = run(project, *mode)
+    result.assert_outcomes(failed=3)
+    out = result.stdout.str()
+    assert "entries but there are" not in out and "fixture.py:" not in out.split("short test summary info")[0]
+    result.stdout.fnmatch_lines([
+        "*expected must be a list with one entry per output of launch, got an array of shape (16,); "
+        "wrap the array: expected=[[]ref[]]*",
+        "test_call_errors.py:9: Failed",
+        "*autotune.kernel('work'): expected[[]0[]] has shape (17,) but argument 0 has shape (16,)",
+        "test_call_errors.py:14: Failed",
+        "*autotune.kernel('work'): expected[[]0[]] has dtype float64 but argument 0 is float32*",
+        "test_call_errors.py:20: Failed",
+    ])
 
 
 def test_command_line_defaults_are_checked_once_at_start_up(project: pytest.Pytester) -> None:
@@ -1006,6 +1092,15 @@ def test_a_marked_test_that_tunes_nothing_is_warned_about(project: pytest.Pytest
         "*AutotuneWarning: test_unused.py::test_forgot_the_call is marked with @pytest.mark.tune but tuned "
         "nothing: it never called autotune.kernel(), autotune.function() or autotune.replay()"])
     run(project).assert_outcomes(passed=2)  # the gate has nothing to say about them
+
+
+def test_the_fixture_without_the_marker_is_the_tests_error_without_plugin_internals(project: pytest.Pytester) -> None:
+    project.makepyfile(test_unmarked="def test_unmarked(autotune):\n    pass\n\n\ndef test_fine():\n    pass\n")
+    result = run(project)
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["test_unmarked.py::test_unmarked uses the autotune fixture without "
+                                 "@pytest.mark.tune(params=...)"])
+    assert "plugin.py" not in result.stdout.str() and "UsageError" not in result.stdout.str()
 
 
 def test_no_cacheprovider_leaves_no_untracked_directory(project: pytest.Pytester, tmp_path: Path,
@@ -1059,7 +1154,8 @@ def test_prune_removes_entries_of_tests_that_no_longer_exist(project: pytest.Pyt
     dry = prune("--dry-run")
     assert dry.returncode == 0, dry.stdout + dry.stderr
     assert "would remove test_other.py::test_renamed_later::ordered" in dry.stdout
-    assert "1 entry would remove (dry run: nothing written)" in dry.stdout
+    assert "1 entry would be removed (dry run: nothing written)" in dry.stdout
+    assert "test_order.py: 1" not in dry.stdout  # pytest's collection counts are not prune's output
     assert json.loads(path.read_text()) == before
     done = prune()
     assert done.returncode == 0 and "1 entry removed" in done.stdout, done.stdout + done.stderr
@@ -1068,6 +1164,7 @@ def test_prune_removes_entries_of_tests_that_no_longer_exist(project: pytest.Pyt
     project.makepyfile(test_order="import no_such_module\n")
     refused = prune()
     assert refused.returncode == 2 and "collection failed" in refused.stderr
+    assert "No module named 'no_such_module'" in refused.stderr  # why, from pytest's own report
     assert set(json.loads(path.read_text())["entries"]) == {"test_order.py::test_order::ordered"}
 
 
@@ -1100,7 +1197,8 @@ def test_swork(autotune):
 
 
 @needs_gcc
-def test_source_edits_are_gated_side_by_side_with_the_locked_source(project: pytest.Pytester) -> None:
+def test_source_edits_are_gated_side_by_side_with_the_locked_source(project: pytest.Pytester,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     project.makefile(".c", swork=SOURCE_WORK_C)
     project.makepyfile(test_swork=SOURCE_WORK_TEST)
     run(project, "--autotune").assert_outcomes(passed=1)
@@ -1114,11 +1212,15 @@ def test_source_edits_are_gated_side_by_side_with_the_locked_source(project: pyt
     # A comment edit: gated A/B against the locked source, passes.
     original = (project.path / "swork.c").read_text()
     (project.path / "swork.c").write_text(original + "/* a comment */\n")
+    monkeypatch.setenv("COLUMNS", "80")  # a CI log's width: the table's note cell is cut, the note is not lost
     result = run(project, "--autotune-report=comment.json")
+    monkeypatch.setenv("COLUMNS", "400")
     result.assert_outcomes(passed=1)
     (row,) = json.loads((project.path / "comment.json").read_text())["kernels"]
     assert row["method"] == "a/b" and row["status"] in ("pass", "faster")
     assert row["note"].startswith("source changed since lock; A/B against the locked source")
+    result.stdout.fnmatch_lines(["  test_swork.py::test_swork::swork: source changed since lock; A/B against the "
+                                 "locked source*"])
 
     # An edit that adds 30 % work fails, whatever this machine's speed against the lock's.
     (project.path / "swork.c").write_text(original.replace("REPS 20", "REPS 26"))

@@ -21,7 +21,7 @@ from pytest_autotune.gate import retune_command, run_gate
 from pytest_autotune.marker import MARKER_ARGS, MarkerError, parse_marker
 from pytest_autotune.measure import MeasureOptions
 from pytest_autotune.plugin import _autotune_mode, _budget_default
-from pytest_autotune.report import (COLUMNS, failure_lines, format_table, lockfile_lines, not_gated_line,
+from pytest_autotune.report import (COLUMNS, cut_note_lines, failure_lines, format_table, lockfile_lines, not_gated_line,
                                    write_json_report, write_plots)
 from pytest_autotune.results import FailureKind, Measurement
 from pytest_autotune.scratch import ScratchCache
@@ -344,18 +344,33 @@ def test_summary_table_fits_the_terminal_width(width: int) -> None:
     assert "P9=1009" in wide[2] and "…" not in "".join(wide)
 
 
-def test_failure_lines_lockfile_lines_and_the_not_gated_line() -> None:
+def test_a_note_the_table_cuts_is_printed_whole_below_it() -> None:
+    edited = {**ROWS[1], "status": "pass", "note": "source changed since lock; A/B against the locked source"}
+    rows = [edited, {**ROWS[1], "test": "t.py::test_z", "note": "short"}]
+    assert any("source ch…" in line for line in format_table(rows, width=80))  # the cell is cut at 80 columns
+    assert cut_note_lines(rows, width=80) == [
+        "  t.py::test_b::k: source changed since lock; A/B against the locked source"]
+    assert cut_note_lines(rows, width=1000) == cut_note_lines(rows) == []  # whole in the table: nothing below
+
+
+def test_failure_lines_lockfile_lines_and_the_not_gated_line(tmp_path: Path) -> None:
     row = {"test": "t.py::test_a", "kernel": "k", "failure_examples": {
         "compile": {"params": {"B": 3}, "count": 4, "detail": "\nk.c:3:5: error: 'x' undeclared\n  3 | x = 1;\n"}}}
     assert failure_lines(row) == ["  t.py::test_a::k compile x4, first at B=3: k.c:3:5: error: 'x' undeclared"]
-    assert lockfile_lines([{"lockfile": "L/a.json"}, {"lockfile": "L/a.json", "lock_written": True},
-                           {"lockfile": "L/b.json"}]) == ["autotune lockfile: L/a.json (written)",
-                                                          "autotune lockfile: L/b.json (read)"]
+    a, b, c = (str(tmp_path / name) for name in ("a.json", "b.json", "c.json"))
+    (tmp_path / "b.json").write_text("{}")
+    assert lockfile_lines([{"lockfile": a}, {"lockfile": a, "lock_written": True}, {"lockfile": b},
+                           {"lockfile": c}]) == [f"autotune lockfile: {a} (written)", f"autotune lockfile: {b} (read)",
+                                                 f"autotune lockfile: {c} (not found)"]
     assert not_gated_line(ROWS[:2]) == ""
     rows = [ROWS[2], {"test": "t.py::test_e", "kernel": "k", "mode": "gate", "status": "stale",
-                      "message": "lock entry is stale: the problem changed"}]
-    assert not_gated_line(rows) == ("autotune: 2 kernel(s) NOT GATED: t.py::test_c::k (no lock entry for this "
-                                    "device); t.py::test_e::k (lock entry is stale: the problem changed)")
+                      "message": "lock entry is stale: the problem changed"},
+            *({"test": f"t.py::test_{x}", "kernel": "k", "mode": "gate", "status": "no device",
+               "message": "no usable device for this kernel: CuPy is not installed"} for x in "fg")]
+    assert not_gated_line(rows) == ("autotune: 4 kernel(s) NOT GATED: t.py::test_c::k (no lock entry for this "
+                                    "device); t.py::test_e::k (lock entry is stale: the problem changed); "
+                                    "t.py::test_f::k, t.py::test_g::k (no usable device for this kernel: CuPy is "
+                                    "not installed)")
 
 
 def test_json_report(tmp_path: Path) -> None:

@@ -51,6 +51,18 @@ def test_problem_change_is_stale_and_says_so() -> None:
     assert check.stale is not None and "problem changed" in check.stale and "scalar values" in check.stale
 
 
+def test_a_stale_problem_says_what_changed() -> None:
+    from pytest_autotune.lock.problem import describe_problem, problem_change
+
+    a, b = np.zeros((4, 8), np.float32), np.zeros((4, 8), np.float64)
+    old = describe_problem((8, 4), [a, np.int32(8), np.float32(0.5)])
+    assert problem_change(old, describe_problem((8, 4), [a, np.int32(8), np.float32(0.5)])) == ""
+    assert problem_change(old, describe_problem((16, 4), [b, np.int32(16), np.float32(0.5)])) == (
+        "size 8x4 -> 16x4; argument 0: dtype float32 -> float64; argument 1: value 8 -> 16")
+    assert problem_change(old, describe_problem((8, 4), [a, np.int32(8)])) == "3 arguments -> 2"
+    assert problem_change(None, old) == ""  # a schema-1 entry records no readable problem: the generic reason
+
+
 # --------------------------------------------------------------------------- retune.decide
 FAST, SAME, SLOW = [0.70 + 0.001 * i for i in range(10)], [1.0 + 0.001 * i for i in range(10)], \
     [1.3 + 0.001 * i for i in range(10)]
@@ -215,6 +227,13 @@ def test_ab_gate_judges_the_edit_on_this_machine_alone() -> None:
     out = run_ab_gate("k", "t.py::t", LOCKED, _sequence(2.5, 1.4, 1.4, 1.4), _sequence(1.4, 1.4, 1.4, 1.4),
                       0.1, 0.01)
     assert out.verdict == "pass" and out.absolute is not None and out.absolute.slower
+
+
+def test_a_faster_edit_is_reported_as_faster() -> None:
+    out = run_ab_gate("k", "t.py::t", LOCKED, _sequence(2.5, *[1.0] * 3), _sequence(*[0.6] * 4), 0.1, 0.01,
+                      pause_s=0)
+    assert out.verdict == "faster" and not out.failed and out.method == "a/b"
+    assert "40.0% faster than its locked source (A/B)" in out.message and "--autotune=all t.py::t" in out.message
 
 
 def test_an_ab_block_is_one_draw_a_slowdown_must_persist_in_later_blocks() -> None:

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = ["describe_problem", "normalize_size", "array_dtypes", "problem_distance", "size_distance",
-           "size_label", "problem_error"]
+           "size_label", "problem_error", "problem_change"]
 
 
 def _plain_scalar(value: Any) -> Any:
@@ -130,3 +130,36 @@ def problem_error(value: Any) -> str | None:
 def size_label(size: Sequence[Any] | None) -> str:
     """``[512, 256]`` -> ``"512x256"`` (``""`` without a size): how exports and messages name a problem."""
     return "x".join(str(d) for d in size) if size else ""
+
+
+def _arg_change(a: Any, b: Any) -> str:
+    """``"shape (4096,) -> (2048,)"``, ``"value 4096 -> 2048"``: only what differs of one argument."""
+    if isinstance(a, Mapping) and isinstance(b, Mapping) and set(a) == set(b):
+        return ", ".join(f"{key} {_plain(a[key])} -> {_plain(b[key])}" for key in sorted(a) if a[key] != b[key])
+    return f"{a} -> {b}"
+
+
+def _plain(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def problem_change(old: Any, new: Mapping[str, Any]) -> str:
+    """What differs between a lock entry's readable problem and the current one, e.g.
+    ``"size 4096 -> 2048; argument 3: value 4096 -> 2048"``; ``""`` when the entry has no
+    readable problem (schema 1) or the difference is not visible in it."""
+    if old is None or problem_error(old) is not None:
+        return ""
+    parts = []
+    if old.get("size") != new.get("size"):
+        parts.append(f"size {size_label(old.get('size')) or 'none'} -> {size_label(new.get('size')) or 'none'}")
+    before, after = old.get("args") or [], new.get("args") or []
+    if isinstance(before, Mapping) and isinstance(after, Mapping):
+        pairs = [(f"argument {n!r}", before.get(n), after.get(n)) for n in sorted(set(before) | set(after))]
+    elif isinstance(before, list) and isinstance(after, list):
+        if len(before) != len(after):
+            parts.append(f"{len(before)} arguments -> {len(after)}")
+        pairs = [(f"argument {i}", a, b) for i, (a, b) in enumerate(zip(before, after))]
+    else:
+        pairs = []
+    parts += [f"{name}: {_arg_change(a, b)}" for name, a, b in pairs if a != b]
+    return "; ".join(parts)

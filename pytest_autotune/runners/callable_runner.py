@@ -29,6 +29,7 @@ from .device import DeviceInfo, cpu_constants, cuda_constants, detect_cpu_device
 from .errors import InvalidConfiguration, SpecError
 from .executor import Executor, format_exception, output_copies
 from .isolation import HostedRunner
+from .kernel import describe_expected
 
 Launch = Callable[[Mapping[str, Any]], Any]
 
@@ -186,6 +187,12 @@ class CallableRunner(HostedRunner):
         if not callable(launch):
             raise SpecError("the callable runner needs launch(params) -> outputs")
         if expected is not None:
+            if isinstance(expected, np.ndarray) or not isinstance(expected, (list, tuple)):
+                # list() of an array would split it into its rows: one "entry" per element, every
+                # configuration then failing verification with a count that explains nothing
+                raise SpecError(f"expected must be a list with one entry per output of launch, got "
+                                f"{describe_expected(expected)}; wrap the array: expected=[ref] "
+                                "(None where an output is not compared)")
             expected = [np.asarray(e) if isinstance(e, np.ndarray) else e for e in expected]
         super().__init__(
             isolate=isolate, measure=measure, launch=launch, sync=sync, expected=expected, atol=atol,

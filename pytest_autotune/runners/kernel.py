@@ -365,7 +365,8 @@ def _check_arg(i: int, arg: Any) -> Any:
     raise SpecError(f"argument {i} has unsupported type {type(arg).__name__}; use numpy arrays or numpy scalars")
 
 
-def _describe_expected(expected: Any) -> str:
+def describe_expected(expected: Any) -> str:
+    """What was passed as ``expected`` when it is not a list (for the error that says to wrap it)."""
     if isinstance(expected, np.ndarray):
         return f"an array of shape {expected.shape}"
     return f"a {type(expected).__name__}"
@@ -383,7 +384,7 @@ def _wrapped_hint(args: Sequence[Any], expected: Any) -> str:
 def _check_expected(args: Sequence[Any], expected: Sequence[Any]) -> list[Any]:
     if isinstance(expected, np.ndarray) or not isinstance(expected, (list, tuple)):
         raise SpecError(f"expected must be a list with one entry per argument ({len(args)} here), got "
-                        f"{_describe_expected(expected)}; wrap the array: expected={_wrapped_hint(args, expected)} "
+                        f"{describe_expected(expected)}; wrap the array: expected={_wrapped_hint(args, expected)} "
                         "(None where an argument is not an output)")
     expected = list(expected)
     if len(expected) != len(args):
