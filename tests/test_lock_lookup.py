@@ -128,6 +128,22 @@ def test_same_kernel_name_in_two_tests_with_different_spaces_is_ambiguous(tmp_pa
         locked_params("k", 64, tmp_path, device="test-gpu")
 
 
+def test_one_parametrized_test_whose_space_follows_the_size_is_not_ambiguous(tmp_path: Path) -> None:
+    # @parametrize("n", [64, 4096]) with params={"block": [8, 16, n]}: one space per size, one test
+    write(tmp_path, "test-gpu", {
+        "tests/a.py::test_a[64]::k": entry({"block": 64}, 64, kernel="k", test="tests/a.py::test_a[64]", space="s" * 16),
+        "tests/a.py::test_a[4096]::k": entry({"block": 16}, 4096, kernel="k", test="tests/a.py::test_a[4096]",
+                                             space="t" * 16)})
+    assert locked_params("k", 64, tmp_path, device="test-gpu") == {"block": 64}
+    with pytest.warns(LockFallbackWarning, match="nearest tuned size 4096"):
+        assert locked_params("k", 3000, tmp_path, device="test-gpu") == {"block": 16}
+    # another test function (even one parametrized alike) with its own space is still ambiguous
+    write(tmp_path, "test-gpu", {"tests/b.py::test_b[64]::k": entry({"y": 1}, 64, kernel="k", test="tests/b.py::test_b[64]",
+                                                                    space="u" * 16)})
+    with pytest.raises(AmbiguousLockError, match=r"tests/a.py::test_a\[4096\] and tests/b.py::test_b\[64\]"):
+        locked_params("k", 64, tmp_path, device="test-gpu")
+
+
 def test_schema_1_entries_match_by_kernel_name_only(tmp_path: Path) -> None:
     old = {"schema": 1, "device": DEVICE,
            "entries": {"t::test_x::k": entry({"x": 3}, kernel="k", problem=False)}}

@@ -160,12 +160,22 @@ def _describe(tuned: Sequence[_Tuned]) -> str:
     return ", ".join(f"{t.problem_text} ({t.key})" for t in tuned)
 
 
+def _test_function(nodeid: str) -> str:
+    """``tests/a.py::test_mm[4096]`` -> ``tests/a.py::test_mm``: the instances of one parametrized test."""
+    head, sep, last = nodeid.rpartition("::")
+    return head + sep + last.split("[", 1)[0]
+
+
 def _check_unambiguous(kernel: str, tuned: Sequence[_Tuned], path: Path) -> None:
-    spaces: dict[str, _Tuned] = {}
-    for t in tuned:
-        spaces.setdefault(str((t.entry.get("hashes") or {}).get("space")), t)
-    if len(spaces) > 1:
-        a, b = list(spaces.values())[:2]
+    """Two test functions tuning ``kernel`` in different spaces are an error; the instances of one
+    parametrized test are not (their space may follow the problem size, e.g. a block size up to ``n``)."""
+    def space(t: _Tuned) -> str:
+        return str((t.entry.get("hashes") or {}).get("space"))
+
+    clash = next(((a, b) for i, a in enumerate(tuned) for b in tuned[i + 1:]
+                  if space(a) != space(b) and _test_function(a.test) != _test_function(b.test)), None)
+    if clash is not None:
+        a, b = clash
         raise AmbiguousLockError(
             f"locked_params({kernel!r}): {path} holds entries of two tests that tune {kernel!r} with different "
             f"search spaces: {a.test} and {b.test}; give one of them another kernel name (name= in autotune.kernel)")
