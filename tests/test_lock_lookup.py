@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from opencl_support import pocl  # noqa: F401 - fixture
 
 from pytest_autotune import locked_params
 from pytest_autotune.lock import lookup
@@ -118,6 +119,8 @@ def test_missing_device_entry_returns_default_with_warning_or_raises(lockdir: Pa
         locked_params("nope", None, lockdir, device="test-gpu")
     with pytest.raises(LockLookupError):
         locked_params("matmul", None, lockdir / "missing-dir", device="test-gpu")
+    with pytest.raises(ValueError, match=r"device='gpus/h100' is not a lockfile name"):
+        locked_params("matmul", None, lockdir, device="gpus/h100")
 
 
 def test_same_kernel_name_in_two_tests_with_different_spaces_is_ambiguous(tmp_path: Path) -> None:
@@ -185,6 +188,27 @@ def test_device_detection_uses_the_cpu_slug_of_the_plugin(tmp_path: Path) -> Non
     write(tmp_path, slug, {"t::t::k": entry({"x": 5}, 10, kernel="k")})
     assert slug in lookup.detect_device_slugs()
     assert locked_params("k", 10, tmp_path) == {"x": 5}
+
+
+def test_device_detection_finds_an_opencl_kernel_under_the_plugins_opencl_lockfile(tmp_path: Path, pocl) -> None:
+    import pyopencl as cl
+
+    from pytest_autotune.runners.opencl_device import detect_opencl_device, select_device
+
+    slug = detect_opencl_device(cl, select_device(cl)).slug  # what the OpenCL runner names its lockfile
+    write(tmp_path, slug, {"t::t::cl_k": entry({"wg": 64}, 10, kernel="cl_k")})
+    assert slug in lookup.detect_device_slugs()
+    assert locked_params("cl_k", 10, tmp_path) == {"wg": 64}
+
+
+def test_opencl_is_detected_only_when_the_cuda_and_cpu_lockfiles_lack_the_kernel(tmp_path: Path) -> None:
+    from pytest_autotune.runners.device import detect_cpu_device
+
+    write(tmp_path, detect_cpu_device().slug, {"t::t::k": entry({"x": 5}, 10, kernel="k")})
+    code = ("import sys; from pytest_autotune import locked_params; "
+            f"assert locked_params('k', 10, {str(tmp_path)!r}) == {{'x': 5}}; "
+            "assert 'pyopencl' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
 
 
 def test_importing_the_lookup_imports_no_pytest_or_cuda_library() -> None:

@@ -13,8 +13,9 @@ nearest tuned size in log space with a :class:`LockFallbackWarning`. Parsed
 lockfiles are cached per process (re-read only when the file changes), so
 calls after the first cost microseconds.
 
-Imports neither pytest nor CuPy nor PyCUDA; CUDA libraries are imported only
-to detect the device when ``device`` is not given.
+Imports neither pytest nor CuPy nor PyCUDA; CUDA libraries (and PyOpenCL, only
+when the CUDA and CPU lockfiles lack the kernel) are imported only to detect
+the device when ``device`` is not given.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ import functools
 import importlib.util
 import os
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,7 +85,8 @@ def clear_cache() -> None:
     """Forget the parsed lockfiles (and the detected device): the next lookups read and detect afresh."""
     _CACHE.clear()
     _PATHS.clear()
-    detect_device_slugs.cache_clear()
+    for detect in (_cuda_slug, _cpu_slug, _opencl_slug):
+        detect.cache_clear()
 
 
 def _path(lockdir: str | os.PathLike[str], slug: str) -> Path:
@@ -126,20 +128,30 @@ def _index(path: Path) -> _Index | None:
 # --------------------------------------------------------------------------- device detection
 
 
-@functools.lru_cache(maxsize=1)
 def detect_device_slugs() -> tuple[str, ...]:
-    """Lockfile names this machine's kernels are tuned under: the CUDA GPU's (device 0) if one is
-    usable, then the CPU's (the C runner). Detected once per process."""
+    """Lockfile names this machine's kernels are tuned under, in the order a lookup searches them: the
+    CUDA GPU's (device 0) if one is usable, the CPU's (the C runner), then the OpenCL device's (the one the
+    OpenCL runner picks). Each is detected once per process."""
+    return tuple(_machine_slugs())
+
+
+def _machine_slugs() -> Iterator[str]:
+    """:func:`detect_device_slugs` one at a time: a lookup that finds its kernel in the CUDA or CPU lockfile
+    never imports PyOpenCL (starting an OpenCL runtime costs about a second)."""
+    for detect in (_cuda_slug, _cpu_slug, _opencl_slug):
+        slug = detect()
+        if slug:
+            yield slug
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_slug() -> str:
     from ..runners.device import detect_cpu_device
 
-    slugs = []
-    cuda = _cuda_slug()
-    if cuda:
-        slugs.append(cuda)
-    slugs.append(detect_cpu_device().slug)
-    return tuple(slugs)
+    return detect_cpu_device().slug
 
 
+@functools.lru_cache(maxsize=1)
 def _cuda_slug() -> str | None:
     from ..runners import device as devices
 
@@ -151,6 +163,21 @@ def _cuda_slug() -> str | None:
         except Exception:  # noqa: BLE001 - no driver, no GPU, broken install: this backend cannot say
             continue
     return None
+
+
+@functools.lru_cache(maxsize=1)
+def _opencl_slug() -> str | None:
+    """The OpenCL runner's default device (``$PYTEST_AUTOTUNE_DEVICE``/``$PYOPENCL_CTX`` respected), if any."""
+    if importlib.util.find_spec("pyopencl") is None:
+        return None
+    try:
+        import pyopencl as cl
+
+        from ..runners.opencl_device import detect_opencl_device, select_device
+
+        return detect_opencl_device(cl, select_device(cl)).slug
+    except Exception:  # noqa: BLE001 - no platform, no device, a selector that matches nothing
+        return None
 
 
 # --------------------------------------------------------------------------- selection
@@ -282,16 +309,20 @@ def locked_params(kernel: str, problem_size: Any = None, lockdir: str | os.PathL
     """
     if not isinstance(kernel, str) or not kernel:
         raise TypeError(f"locked_params: kernel must be a non-empty string, got {kernel!r}")
-    slugs = (device,) if device is not None else detect_device_slugs()
+    slugs = (device,) if device is not None else _machine_slugs()
     for slug in slugs:
-        path = _path(lockdir, slug)
+        try:
+            path = _path(lockdir, slug)
+        except ValueError:  # only a given device= can be no file name
+            raise ValueError(f"locked_params({kernel!r}): device={device!r} is not a lockfile name; give the name "
+                             "of a lockfile in the lock directory without .json, e.g. 'nvidia-h100-80gb-hbm3'") from None
         index = _index(path)
         if index is not None and kernel in index.kernels:
             chosen = _select_cached(kernel, index, problem_size, dtypes, path)
             if source is not None:
                 _check_stale(kernel, chosen, source, kernel_name)
             return dict(chosen.entry["params"])
-    searched = ", ".join(str(lockfile_path(lockdir, s)) for s in slugs)
+    searched = ", ".join(str(lockfile_path(lockdir, s)) for s in ((device,) if device is not None else detect_device_slugs()))
     if default is None:
         raise LockLookupError(f"locked_params({kernel!r}): no entry for {kernel!r} in {searched}; tune it on this "
                               "device with pytest --autotune, or pass default=")
