@@ -211,8 +211,11 @@ def test_opencl_is_detected_only_when_the_cuda_and_cpu_lockfiles_lack_the_kernel
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
 
 
-def test_importing_the_lookup_imports_no_pytest_or_cuda_library() -> None:
-    code = ("import sys; from pytest_autotune import locked_params; import pytest_autotune.lock.lookup; "
+def test_importing_the_lock_package_imports_no_pytest_or_cuda_library() -> None:
+    modules = sorted(p.stem for p in Path(lookup.__file__).parent.glob("*.py") if p.stem != "__init__")
+    assert {"lockfile", "hashing", "lookup", "export", "transfer", "problem"} <= set(modules)
+    code = ("import sys; from pytest_autotune import locked_params; "
+            + "".join(f"import pytest_autotune.lock.{m}; " for m in modules) +
             "bad = [m for m in sys.modules if m.split('.')[0] in ('pytest', '_pytest', 'cupy', 'pycuda')]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
