@@ -93,6 +93,15 @@ def test_several_problems_without_a_size_is_an_error_listing_them(lockdir: Path)
         locked_params("matmul", None, lockdir, device="test-gpu")
 
 
+def test_several_problems_without_a_size_is_an_error_even_when_they_agree(tmp_path: Path) -> None:
+    # the answer would be right today and raise after one size is re-tuned to other parameters
+    write(tmp_path, "test-gpu", {"t::a[64]::k": entry({"x": 1}, 64, kernel="k", test="t::a[64]"),
+                                  "t::a[128]::k": entry({"x": 1}, 128, kernel="k", test="t::a[128]")})
+    with pytest.raises(LockLookupError, match=r"2 tuned problems of 'k': 128 \(t::a\[128\]::k\), 64 "):
+        locked_params("k", None, tmp_path, device="test-gpu")
+    assert locked_params("k", 64, tmp_path, device="test-gpu") == {"x": 1}
+
+
 def test_incomparable_sizes_and_dtypes(lockdir: Path) -> None:
     with pytest.raises(LockLookupError, match="problem size 10x10x10 cannot be compared"):
         locked_params("matmul", (10, 10, 10), lockdir, device="test-gpu")

@@ -212,6 +212,11 @@ def _same_params(tuned: Sequence[_Tuned]) -> bool:
     return all(t.entry["params"] == tuned[0].entry["params"] for t in tuned[1:])
 
 
+def _one_problem(tuned: Sequence[_Tuned]) -> bool:
+    """All entries were tuned for one problem (or none of them recorded which)."""
+    return len({(tuple(t.size) if t.size is not None else None, tuple(t.dtypes)) for t in tuned}) == 1
+
+
 def _memo_key(kernel: str, problem_size: Any, dtypes: Sequence[str] | None) -> tuple[Any, ...] | None:
     size = tuple(problem_size) if isinstance(problem_size, list) else problem_size
     key = (kernel, size, tuple(dtypes) if dtypes is not None else None)
@@ -246,8 +251,9 @@ def _select(kernel: str, tuned: list[_Tuned], problem_size: Any, dtypes: Sequenc
             raise LockLookupError(f"locked_params({kernel!r}): no entry in {path} has array arguments of dtypes "
                                   f"{wanted}")
     if problem_size is None or all(t.size is None for t in tuned):
-        # Entries without a readable problem (schema 1) match by kernel name only.
-        if len(tuned) == 1 or _same_params(tuned):
+        # Entries without a readable problem (schema 1) match by kernel name only. Several problems raise even
+        # when their parameters agree today: a re-tune of one would make this call fail later.
+        if len(tuned) == 1 or (_one_problem(tuned) and _same_params(tuned)):
             return tuned[0], None
         raise LockLookupError(f"locked_params({kernel!r}): {path} holds {len(tuned)} tuned problems of {kernel!r}: "
                               f"{_describe(tuned)}; pass problem_size= (and dtypes=) to choose")
