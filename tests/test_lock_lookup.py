@@ -121,6 +121,18 @@ def test_same_size_in_two_dtypes_needs_dtypes(tmp_path: Path) -> None:
         assert locked_params("matmul", (80, 80), tmp_path, device="test-gpu", dtypes=["float64"] * 2) == {"bx": 2}
 
 
+def test_nearest_size_never_crosses_dtypes_it_cannot_tell_apart(tmp_path: Path) -> None:
+    write(tmp_path, "test-gpu", {"t::a::matmul": entry({"bx": 1}, (1024, 1024), test="t::a"),
+                                  "t::b::matmul": entry({"bx": 2}, (4096, 4096), test="t::b", dtype="float64")})
+    with pytest.raises(LockLookupError, match=r"problem size 2000x2000 was not tuned .* entries differ in their array "
+                                              r"dtypes: \['float32', 'float32'\] \(t::a::matmul\), \['float64', "
+                                              r"'float64'\] \(t::b::matmul\); pass dtypes="):
+        locked_params("matmul", (2000, 2000), tmp_path, device="test-gpu")
+    with pytest.warns(LockFallbackWarning, match="nearest tuned size 4096x4096"):
+        assert locked_params("matmul", (2000, 2000), tmp_path, device="test-gpu", dtypes=["float64"] * 2) == {"bx": 2}
+    assert locked_params("matmul", (1024, 1024), tmp_path, device="test-gpu") == {"bx": 1}  # exact: no doubt
+
+
 def test_missing_device_entry_returns_default_with_warning_or_raises(lockdir: Path) -> None:
     with pytest.warns(LockFallbackWarning, match=r"no entry for 'matmul' in .*other-gpu.json; using the default"):
         assert locked_params("matmul", (64, 64), lockdir, device="other-gpu", default={"bx": 8}) == {"bx": 8}

@@ -270,6 +270,11 @@ def _select(kernel: str, tuned: list[_Tuned], problem_size: Any, dtypes: Sequenc
     if not scored:
         raise LockLookupError(f"locked_params({kernel!r}): problem size {size_label(wanted_size)} cannot be compared "
                               f"with the tuned problems in {path}: {_describe(readable)}")
+    if dtypes is None and len({tuple(t.dtypes) for _, t in scored}) > 1:
+        listing = ", ".join(f"{t.dtypes} ({t.key})" for _, t in scored)
+        raise LockLookupError(f"locked_params({kernel!r}): problem size {size_label(wanted_size)} was not tuned on "
+                              f"{path.stem} and the nearest-size entries differ in their array dtypes: {listing}; "
+                              "pass dtypes= (the dtypes of the kernel's array arguments) to choose")
     scored.sort(key=lambda dt: dt[0])  # stable: ties go to the first entry by key
     nearest = scored[0][1]
     return nearest, (f"locked_params({kernel!r}): problem size {size_label(wanted_size)} was not tuned on "
