@@ -314,3 +314,43 @@ def test_entries_tuned_by_the_plugin_are_found_by_size_and_checked_against_their
     source.write_text(SCALE_C.replace("* FACTOR", "* FACTOR + 0.0f"))
     with pytest.warns(LockStaleWarning):
         locked_params("scale", 4096, lockdir, device=path.stem, source=source)
+
+
+RECORDING = {  # a Kernel Tuner cache of 3 configurations
+    "device_name": "Fake GPU", "kernel_name": "fake", "tune_params_keys": ["block_size_x"],
+    "tune_params": {"block_size_x": [32, 64, 128]},
+    "cache": {str(bx): {"block_size_x": bx, "time": t, "times": [t] * 5} for bx, t in ((32, 2.0), (64, 1.0), (128, 3.0))},
+}
+REPLAY_TEST = '''
+import pytest
+
+
+@pytest.mark.tune(params={"block_size_x": [32, 64, 128]}, strategy="brute_force")
+def test_replay(autotune):
+    autotune.replay("fake_gpu.json")
+'''
+
+
+def test_re_tuning_a_schema_1_entry_records_its_readable_problem(pytester: pytest.Pytester) -> None:
+    """A kept winner of an old lock is rewritten with its problem (and kernel and test), so the lookup and the
+    export can use it; otherwise an old lock would never gain them until a faster winner came along."""
+    pytester.makeini("[pytest]\n")
+    (pytester.path / "fake_gpu.json").write_text(json.dumps(RECORDING))
+    pytester.makepyfile(test_replay=REPLAY_TEST)
+    args = ("-p", "no:hypothesispytest", "--autotune", "--autotune-report=report.json")
+    pytester.runpytest(*args).assert_outcomes(passed=1)
+    (path,) = (pytester.path / "autotune.lock").glob("*.json")
+    data = json.loads(path.read_text())
+    (entry,) = data["entries"].values()
+    assert entry["problem"] == {"size": None, "args": []} and entry["kernel"] == "fake_gpu"
+    for field in ("problem", "kernel", "test"):  # what a schema-1 writer left out
+        del entry[field]
+    path.write_text(json.dumps({**data, "schema": 1}))
+
+    pytester.runpytest(*args).assert_outcomes(passed=1)
+    (row,) = json.loads((pytester.path / "report.json").read_text())["kernels"]
+    assert row["status"] == "kept lock" and "readable problem recorded" in row["message"], row
+    upgraded = read_lockfile(path)
+    (entry,) = upgraded.entries.values()
+    assert upgraded.schema == 2 and entry["problem"] == {"size": None, "args": []} and entry["kernel"] == "fake_gpu"
+    assert entry["params"] == {"block_size_x": 64}
