@@ -174,6 +174,11 @@ def test_schema_1_entries_match_by_kernel_name_only(tmp_path: Path) -> None:
     (tmp_path / "test-gpu.json").write_text(json.dumps(old))
     assert locked_params("k", (123, 456), tmp_path, device="test-gpu") == {"x": 3}
     assert locked_params("k", None, tmp_path, device="test-gpu") == {"x": 3}
+    old["entries"]["t::test_y::k"] = entry({"x": 4}, kernel="k", problem=False)
+    (tmp_path / "test-gpu.json").write_text(json.dumps(old))
+    with pytest.raises(LockLookupError, match=r"2 entries of 'k' that do not record their problem: \(problem not "
+                                              r"recorded\) \(t::test_x::k\), .*re-tune them with pytest --autotune"):
+        locked_params("k", (123, 456), tmp_path, device="test-gpu")
 
 
 def test_staleness_check_against_the_current_source(lockdir: Path, tmp_path: Path) -> None:

@@ -255,6 +255,10 @@ def _select(kernel: str, tuned: list[_Tuned], problem_size: Any, dtypes: Sequenc
         # when their parameters agree today: a re-tune of one would make this call fail later.
         if len(tuned) == 1 or (_one_problem(tuned) and _same_params(tuned)):
             return tuned[0], None
+        if problem_size is not None:  # every candidate is a schema-1 entry: sizes cannot choose
+            raise LockLookupError(f"locked_params({kernel!r}): {path} holds {len(tuned)} entries of {kernel!r} that "
+                                  f"do not record their problem: {_describe(tuned)}; re-tune them with pytest "
+                                  "--autotune (it records the problem) to choose by problem_size")
         raise LockLookupError(f"locked_params({kernel!r}): {path} holds {len(tuned)} tuned problems of {kernel!r}: "
                               f"{_describe(tuned)}; pass problem_size= (and dtypes=) to choose")
     wanted_size = normalize_size(problem_size)
