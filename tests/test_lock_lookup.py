@@ -216,6 +216,24 @@ def test_device_detection_uses_the_cpu_slug_of_the_plugin(tmp_path: Path) -> Non
     assert locked_params("k", 10, tmp_path) == {"x": 5}
 
 
+def test_kind_keeps_a_c_kernel_from_a_cuda_kernel_of_the_same_name(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_autotune.runners.device import detect_cpu_device
+
+    monkeypatch.setitem(lookup._DETECTORS, "cuda", lambda: "fake-gpu")  # a machine with a usable CUDA GPU
+    write(tmp_path, "fake-gpu", {"t::cu::matmul": entry({"block_size_x": 32}, (192, 192), test="t::cu")})
+    write(tmp_path, detect_cpu_device().slug, {"t::c::matmul": entry({"BLOCK_I": 16}, 192, test="t::c")})
+    assert lookup.detect_device_slugs()[:2] == ("fake-gpu", detect_cpu_device().slug)
+    assert locked_params("matmul", (192, 192), tmp_path) == {"block_size_x": 32}  # the GPU's lockfile first
+    assert locked_params("matmul", 192, tmp_path, kind="cpu") == {"BLOCK_I": 16}
+    assert locked_params("matmul", (192, 192), tmp_path, kind="cuda") == {"block_size_x": 32}
+    with pytest.raises(ValueError, match=r"kind='gpu' is not a device kind; use one of 'cuda', 'cpu', 'opencl'"):
+        locked_params("matmul", 192, tmp_path, kind="gpu")
+    monkeypatch.setitem(lookup._DETECTORS, "cuda", lambda: None)  # no GPU
+    with pytest.warns(LockFallbackWarning, match="no cuda device detected on this machine; using the default"):
+        assert locked_params("matmul", 192, tmp_path, kind="cuda", default={"block_size_x": 1}) == {"block_size_x": 1}
+
+
 def test_device_detection_finds_an_opencl_kernel_under_the_plugins_opencl_lockfile(tmp_path: Path, pocl) -> None:
     import pyopencl as cl
 

@@ -66,6 +66,13 @@ def test_blocked_matmul_uses_this_machines_entry_of_the_lock(monkeypatch, tmp_pa
     assert tuned != MATMUL_DEFAULT and tuned != entry["params"]
     committed["entries"] = {key: {**entry, "params": tuned}}
     (tmp_path / f"{detect_cpu_device().slug}.json").write_text(json.dumps(committed))
+    # on a GPU machine the CUDA lockfile holds tests/test_cuda_kernels.py's "matmul" too: never the C kernel's
+    from pytest_autotune.lock import lookup
+
+    monkeypatch.setitem(lookup._DETECTORS, "cuda", lambda: "fake-gpu")
+    cuda_entry = {**entry, "params": {"block_size_x": 16, "block_size_y": 16, "tile_size_x": 2, "tile_size_y": 2},
+                  "problem": {"size": [MATMUL_N], "args": entry["problem"]["args"]}}
+    (tmp_path / "fake-gpu.json").write_text(json.dumps({**committed, "entries": {key: cuda_entry}}))
     monkeypatch.setattr(example_kernels, "LOCKDIR", tmp_path)
     used = []
     run = example_kernels._run_matmul

@@ -85,7 +85,7 @@ def clear_cache() -> None:
     """Forget the parsed lockfiles (and the detected device): the next lookups read and detect afresh."""
     _CACHE.clear()
     _PATHS.clear()
-    for detect in (_cuda_slug, _cpu_slug, _opencl_slug):
+    for detect in _DETECTORS.values():
         detect.cache_clear()
 
 
@@ -135,13 +135,14 @@ def detect_device_slugs() -> tuple[str, ...]:
     return tuple(_machine_slugs())
 
 
-def _machine_slugs() -> Iterator[str]:
-    """:func:`detect_device_slugs` one at a time: a lookup that finds its kernel in the CUDA or CPU lockfile
-    never imports PyOpenCL (starting an OpenCL runtime costs about a second)."""
-    for detect in (_cuda_slug, _cpu_slug, _opencl_slug):
-        slug = detect()
-        if slug:
-            yield slug
+def _machine_slugs(kind: str | None = None) -> Iterator[str]:
+    """:func:`detect_device_slugs` one at a time (only ``kind``'s when given): a lookup that finds its kernel
+    in the CUDA or CPU lockfile never imports PyOpenCL (starting an OpenCL runtime costs about a second)."""
+    for name, detect in _DETECTORS.items():
+        if kind is None or kind == name:
+            slug = detect()
+            if slug:
+                yield slug
 
 
 @functools.lru_cache(maxsize=1)
@@ -178,6 +179,9 @@ def _opencl_slug() -> str | None:
         return detect_opencl_device(cl, select_device(cl)).slug
     except Exception:  # noqa: BLE001 - no platform, no device, a selector that matches nothing
         return None
+
+
+_DETECTORS = {"cuda": _cuda_slug, "cpu": _cpu_slug, "opencl": _opencl_slug}  # the order lookups search
 
 
 # --------------------------------------------------------------------------- selection
@@ -307,7 +311,7 @@ def _check_stale(kernel: str, tuned: _Tuned, source: str | os.PathLike[str], ker
 def locked_params(kernel: str, problem_size: Any = None, lockdir: str | os.PathLike[str] = "autotune.lock", *,
                   device: str | None = None, default: Mapping[str, Any] | None = None,
                   dtypes: Sequence[str] | None = None, source: str | os.PathLike[str] | None = None,
-                  kernel_name: str | None = None) -> dict[str, Any]:
+                  kernel_name: str | None = None, kind: str | None = None) -> dict[str, Any]:
     """The locked parameters of ``kernel`` for this device and problem (a fresh dict each call).
 
     ``problem_size``: an int or tuple, compared with the sizes the entries were
@@ -321,10 +325,16 @@ def locked_params(kernel: str, problem_size: Any = None, lockdir: str | os.PathL
     code (text or path) to warn (:class:`LockStaleWarning`) when it changed
     since tuning; ``kernel_name``: the name the test passed to
     ``autotune.kernel`` when it differs from ``kernel`` (``name=``).
+    ``kind``: ``"cuda"``, ``"cpu"`` (the C runner) or ``"opencl"``, the runner
+    the kernel is launched with: only that device's lockfile is searched, so a
+    C ``matmul`` never gets the parameters of a CUDA kernel of the same name.
     """
     if not isinstance(kernel, str) or not kernel:
         raise TypeError(f"locked_params: kernel must be a non-empty string, got {kernel!r}")
-    slugs = (device,) if device is not None else _machine_slugs()
+    if kind is not None and kind not in _DETECTORS:
+        raise ValueError(f"locked_params({kernel!r}): kind={kind!r} is not a device kind; use one of "
+                         f"{', '.join(map(repr, _DETECTORS))} (or device= a lockfile name)")
+    slugs = (device,) if device is not None else _machine_slugs(kind)
     for slug in slugs:
         try:
             path = _path(lockdir, slug)
@@ -337,10 +347,11 @@ def locked_params(kernel: str, problem_size: Any = None, lockdir: str | os.PathL
             if source is not None:
                 _check_stale(kernel, chosen, source, kernel_name)
             return dict(chosen.entry["params"])
-    searched = ", ".join(str(lockfile_path(lockdir, s)) for s in ((device,) if device is not None else detect_device_slugs()))
+    searched = ", ".join(str(lockfile_path(lockdir, s)) for s in ((device,) if device is not None else _machine_slugs(kind)))
+    missing = f"no entry for {kernel!r} in {searched}" if searched else f"no {kind} device detected on this machine"
     if default is None:
-        raise LockLookupError(f"locked_params({kernel!r}): no entry for {kernel!r} in {searched}; tune it on this "
-                              "device with pytest --autotune, or pass default=")
-    warnings.warn(LockFallbackWarning(f"locked_params({kernel!r}): no entry for {kernel!r} in {searched}; using "
-                                      "the default parameters"), stacklevel=2)
+        raise LockLookupError(f"locked_params({kernel!r}): {missing}; tune it on this device with pytest --autotune, "
+                              "or pass default=")
+    warnings.warn(LockFallbackWarning(f"locked_params({kernel!r}): {missing}; using the default parameters"),
+                  stacklevel=2)
     return dict(default)
