@@ -356,6 +356,8 @@ class Autotune:
             reasons.append("machine probes recorded")
         if "source_file" not in old and k.source is not None:
             reasons.append("kernel source stored")
+        if "problem" not in old:  # a schema-1 entry: the lookup and the export need its readable problem
+            reasons.append("readable problem recorded")
         return reasons
 
     def _source_fields(self, k: _Kernel, path: Path) -> dict[str, Any]:

@@ -79,6 +79,18 @@ def test_header_selects_the_device_in_a_c_build(tmp_path: Path, define: str | No
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+def test_headers_of_two_kernels_can_be_included_together(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for kernel in ("matmul", "reduce"):
+        assert export(capsys, LOCK, "--format", "header", "--kernel", kernel, "-o", str(tmp_path / f"{kernel}.h"))[0] == 0
+    (tmp_path / "main.c").write_text(
+        '#include <stdio.h>\n#include "matmul.h"\n#include "reduce.h"\n'
+        'int main(void) { printf("%d %d\\n", AUTOTUNE_MATMUL_4096X4096_TILE, AUTOTUNE_REDUCE_THREADS); return 0; }\n')
+    subprocess.run(["gcc", "-Wall", "-Werror", "-DAUTOTUNE_DEVICE_NVIDIA_H100_80GB_HBM3", "-o", str(tmp_path / "main"),
+                    str(tmp_path / "main.c")], check=True, cwd=tmp_path)
+    assert subprocess.run([str(tmp_path / "main")], capture_output=True, text=True, check=True).stdout == "8 512\n"
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 def test_header_refuses_two_devices_at_once(tmp_path: Path) -> None:
     (tmp_path / "main.c").write_text('#include "%s"\nint main(void) { return 0; }\n' % (DATA / "all.h"))
     result = subprocess.run(["gcc", "-DAUTOTUNE_DEVICE_NVIDIA_A100_SXM4_80GB", "-DAUTOTUNE_DEVICE_NVIDIA_H100_80GB_HBM3",

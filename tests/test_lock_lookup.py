@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from opencl_support import pocl  # noqa: F401 - fixture
 
 from pytest_autotune import locked_params
 from pytest_autotune.lock import lookup
@@ -92,6 +93,15 @@ def test_several_problems_without_a_size_is_an_error_listing_them(lockdir: Path)
         locked_params("matmul", None, lockdir, device="test-gpu")
 
 
+def test_several_problems_without_a_size_is_an_error_even_when_they_agree(tmp_path: Path) -> None:
+    # the answer would be right today and raise after one size is re-tuned to other parameters
+    write(tmp_path, "test-gpu", {"t::a[64]::k": entry({"x": 1}, 64, kernel="k", test="t::a[64]"),
+                                  "t::a[128]::k": entry({"x": 1}, 128, kernel="k", test="t::a[128]")})
+    with pytest.raises(LockLookupError, match=r"2 tuned problems of 'k': 128 \(t::a\[128\]::k\), 64 "):
+        locked_params("k", None, tmp_path, device="test-gpu")
+    assert locked_params("k", 64, tmp_path, device="test-gpu") == {"x": 1}
+
+
 def test_incomparable_sizes_and_dtypes(lockdir: Path) -> None:
     with pytest.raises(LockLookupError, match="problem size 10x10x10 cannot be compared"):
         locked_params("matmul", (10, 10, 10), lockdir, device="test-gpu")
@@ -111,6 +121,18 @@ def test_same_size_in_two_dtypes_needs_dtypes(tmp_path: Path) -> None:
         assert locked_params("matmul", (80, 80), tmp_path, device="test-gpu", dtypes=["float64"] * 2) == {"bx": 2}
 
 
+def test_nearest_size_never_crosses_dtypes_it_cannot_tell_apart(tmp_path: Path) -> None:
+    write(tmp_path, "test-gpu", {"t::a::matmul": entry({"bx": 1}, (1024, 1024), test="t::a"),
+                                  "t::b::matmul": entry({"bx": 2}, (4096, 4096), test="t::b", dtype="float64")})
+    with pytest.raises(LockLookupError, match=r"problem size 2000x2000 was not tuned .* entries differ in their array "
+                                              r"dtypes: \['float32', 'float32'\] \(t::a::matmul\), \['float64', "
+                                              r"'float64'\] \(t::b::matmul\); pass dtypes="):
+        locked_params("matmul", (2000, 2000), tmp_path, device="test-gpu")
+    with pytest.warns(LockFallbackWarning, match="nearest tuned size 4096x4096"):
+        assert locked_params("matmul", (2000, 2000), tmp_path, device="test-gpu", dtypes=["float64"] * 2) == {"bx": 2}
+    assert locked_params("matmul", (1024, 1024), tmp_path, device="test-gpu") == {"bx": 1}  # exact: no doubt
+
+
 def test_missing_device_entry_returns_default_with_warning_or_raises(lockdir: Path) -> None:
     with pytest.warns(LockFallbackWarning, match=r"no entry for 'matmul' in .*other-gpu.json; using the default"):
         assert locked_params("matmul", (64, 64), lockdir, device="other-gpu", default={"bx": 8}) == {"bx": 8}
@@ -118,6 +140,8 @@ def test_missing_device_entry_returns_default_with_warning_or_raises(lockdir: Pa
         locked_params("nope", None, lockdir, device="test-gpu")
     with pytest.raises(LockLookupError):
         locked_params("matmul", None, lockdir / "missing-dir", device="test-gpu")
+    with pytest.raises(ValueError, match=r"device='gpus/h100' is not a lockfile name"):
+        locked_params("matmul", None, lockdir, device="gpus/h100")
 
 
 def test_same_kernel_name_in_two_tests_with_different_spaces_is_ambiguous(tmp_path: Path) -> None:
@@ -128,12 +152,33 @@ def test_same_kernel_name_in_two_tests_with_different_spaces_is_ambiguous(tmp_pa
         locked_params("k", 64, tmp_path, device="test-gpu")
 
 
+def test_one_parametrized_test_whose_space_follows_the_size_is_not_ambiguous(tmp_path: Path) -> None:
+    # @parametrize("n", [64, 4096]) with params={"block": [8, 16, n]}: one space per size, one test
+    write(tmp_path, "test-gpu", {
+        "tests/a.py::test_a[64]::k": entry({"block": 64}, 64, kernel="k", test="tests/a.py::test_a[64]", space="s" * 16),
+        "tests/a.py::test_a[4096]::k": entry({"block": 16}, 4096, kernel="k", test="tests/a.py::test_a[4096]",
+                                             space="t" * 16)})
+    assert locked_params("k", 64, tmp_path, device="test-gpu") == {"block": 64}
+    with pytest.warns(LockFallbackWarning, match="nearest tuned size 4096"):
+        assert locked_params("k", 3000, tmp_path, device="test-gpu") == {"block": 16}
+    # another test function (even one parametrized alike) with its own space is still ambiguous
+    write(tmp_path, "test-gpu", {"tests/b.py::test_b[64]::k": entry({"y": 1}, 64, kernel="k", test="tests/b.py::test_b[64]",
+                                                                    space="u" * 16)})
+    with pytest.raises(AmbiguousLockError, match=r"tests/a.py::test_a\[4096\] and tests/b.py::test_b\[64\]"):
+        locked_params("k", 64, tmp_path, device="test-gpu")
+
+
 def test_schema_1_entries_match_by_kernel_name_only(tmp_path: Path) -> None:
     old = {"schema": 1, "device": DEVICE,
            "entries": {"t::test_x::k": entry({"x": 3}, kernel="k", problem=False)}}
     (tmp_path / "test-gpu.json").write_text(json.dumps(old))
     assert locked_params("k", (123, 456), tmp_path, device="test-gpu") == {"x": 3}
     assert locked_params("k", None, tmp_path, device="test-gpu") == {"x": 3}
+    old["entries"]["t::test_y::k"] = entry({"x": 4}, kernel="k", problem=False)
+    (tmp_path / "test-gpu.json").write_text(json.dumps(old))
+    with pytest.raises(LockLookupError, match=r"2 entries of 'k' that do not record their problem: \(problem not "
+                                              r"recorded\) \(t::test_x::k\), .*re-tune them with pytest --autotune"):
+        locked_params("k", (123, 456), tmp_path, device="test-gpu")
 
 
 def test_staleness_check_against_the_current_source(lockdir: Path, tmp_path: Path) -> None:
@@ -171,8 +216,50 @@ def test_device_detection_uses_the_cpu_slug_of_the_plugin(tmp_path: Path) -> Non
     assert locked_params("k", 10, tmp_path) == {"x": 5}
 
 
-def test_importing_the_lookup_imports_no_pytest_or_cuda_library() -> None:
-    code = ("import sys; from pytest_autotune import locked_params; import pytest_autotune.lock.lookup; "
+def test_kind_keeps_a_c_kernel_from_a_cuda_kernel_of_the_same_name(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_autotune.runners.device import detect_cpu_device
+
+    monkeypatch.setitem(lookup._DETECTORS, "cuda", lambda: "fake-gpu")  # a machine with a usable CUDA GPU
+    write(tmp_path, "fake-gpu", {"t::cu::matmul": entry({"block_size_x": 32}, (192, 192), test="t::cu")})
+    write(tmp_path, detect_cpu_device().slug, {"t::c::matmul": entry({"BLOCK_I": 16}, 192, test="t::c")})
+    assert lookup.detect_device_slugs()[:2] == ("fake-gpu", detect_cpu_device().slug)
+    assert locked_params("matmul", (192, 192), tmp_path) == {"block_size_x": 32}  # the GPU's lockfile first
+    assert locked_params("matmul", 192, tmp_path, kind="cpu") == {"BLOCK_I": 16}
+    assert locked_params("matmul", (192, 192), tmp_path, kind="cuda") == {"block_size_x": 32}
+    with pytest.raises(ValueError, match=r"kind='gpu' is not a device kind; use one of 'cuda', 'cpu', 'opencl'"):
+        locked_params("matmul", 192, tmp_path, kind="gpu")
+    monkeypatch.setitem(lookup._DETECTORS, "cuda", lambda: None)  # no GPU
+    with pytest.warns(LockFallbackWarning, match="no cuda device detected on this machine; using the default"):
+        assert locked_params("matmul", 192, tmp_path, kind="cuda", default={"block_size_x": 1}) == {"block_size_x": 1}
+
+
+def test_device_detection_finds_an_opencl_kernel_under_the_plugins_opencl_lockfile(tmp_path: Path, pocl) -> None:
+    import pyopencl as cl
+
+    from pytest_autotune.runners.opencl_device import detect_opencl_device, select_device
+
+    slug = detect_opencl_device(cl, select_device(cl)).slug  # what the OpenCL runner names its lockfile
+    write(tmp_path, slug, {"t::t::cl_k": entry({"wg": 64}, 10, kernel="cl_k")})
+    assert slug in lookup.detect_device_slugs()
+    assert locked_params("cl_k", 10, tmp_path) == {"wg": 64}
+
+
+def test_opencl_is_detected_only_when_the_cuda_and_cpu_lockfiles_lack_the_kernel(tmp_path: Path) -> None:
+    from pytest_autotune.runners.device import detect_cpu_device
+
+    write(tmp_path, detect_cpu_device().slug, {"t::t::k": entry({"x": 5}, 10, kernel="k")})
+    code = ("import sys; from pytest_autotune import locked_params; "
+            f"assert locked_params('k', 10, {str(tmp_path)!r}) == {{'x': 5}}; "
+            "assert 'pyopencl' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+
+
+def test_importing_the_lock_package_imports_no_pytest_or_cuda_library() -> None:
+    modules = sorted(p.stem for p in Path(lookup.__file__).parent.glob("*.py") if p.stem != "__init__")
+    assert {"lockfile", "hashing", "lookup", "export", "transfer", "problem"} <= set(modules)
+    code = ("import sys; from pytest_autotune import locked_params; "
+            + "".join(f"import pytest_autotune.lock.{m}; " for m in modules) +
             "bad = [m for m in sys.modules if m.split('.')[0] in ('pytest', '_pytest', 'cupy', 'pycuda')]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
@@ -250,3 +337,43 @@ def test_entries_tuned_by_the_plugin_are_found_by_size_and_checked_against_their
     source.write_text(SCALE_C.replace("* FACTOR", "* FACTOR + 0.0f"))
     with pytest.warns(LockStaleWarning):
         locked_params("scale", 4096, lockdir, device=path.stem, source=source)
+
+
+RECORDING = {  # a Kernel Tuner cache of 3 configurations
+    "device_name": "Fake GPU", "kernel_name": "fake", "tune_params_keys": ["block_size_x"],
+    "tune_params": {"block_size_x": [32, 64, 128]},
+    "cache": {str(bx): {"block_size_x": bx, "time": t, "times": [t] * 5} for bx, t in ((32, 2.0), (64, 1.0), (128, 3.0))},
+}
+REPLAY_TEST = '''
+import pytest
+
+
+@pytest.mark.tune(params={"block_size_x": [32, 64, 128]}, strategy="brute_force")
+def test_replay(autotune):
+    autotune.replay("fake_gpu.json")
+'''
+
+
+def test_re_tuning_a_schema_1_entry_records_its_readable_problem(pytester: pytest.Pytester) -> None:
+    """A kept winner of an old lock is rewritten with its problem (and kernel and test), so the lookup and the
+    export can use it; otherwise an old lock would never gain them until a faster winner came along."""
+    pytester.makeini("[pytest]\n")
+    (pytester.path / "fake_gpu.json").write_text(json.dumps(RECORDING))
+    pytester.makepyfile(test_replay=REPLAY_TEST)
+    args = ("-p", "no:hypothesispytest", "--autotune", "--autotune-report=report.json")
+    pytester.runpytest(*args).assert_outcomes(passed=1)
+    (path,) = (pytester.path / "autotune.lock").glob("*.json")
+    data = json.loads(path.read_text())
+    (entry,) = data["entries"].values()
+    assert entry["problem"] == {"size": None, "args": []} and entry["kernel"] == "fake_gpu"
+    for field in ("problem", "kernel", "test"):  # what a schema-1 writer left out
+        del entry[field]
+    path.write_text(json.dumps({**data, "schema": 1}))
+
+    pytester.runpytest(*args).assert_outcomes(passed=1)
+    (row,) = json.loads((pytester.path / "report.json").read_text())["kernels"]
+    assert row["status"] == "kept lock" and "readable problem recorded" in row["message"], row
+    upgraded = read_lockfile(path)
+    (entry,) = upgraded.entries.values()
+    assert upgraded.schema == 2 and entry["problem"] == {"size": None, "args": []} and entry["kernel"] == "fake_gpu"
+    assert entry["params"] == {"block_size_x": 64}

@@ -83,12 +83,15 @@ KEY = "test_replay.py::test_replay::fake_gpu"
 
 
 def _tune_as(pytester: pytest.Pytester, device: str, budget: int) -> dict:
+    """Tune as ``device``; the report's row, with ``summary``: the kernel's line of the terminal summary."""
     (pytester.path / "device.txt").write_text(device)
     (pytester.path / "budget.txt").write_text(str(budget))
     result = pytester.runpytest("-p", "no:hypothesispytest", "-p", "no:unraisableexception", "--autotune",
                                 "--autotune-report=report.json")
     result.assert_outcomes(passed=1)
     (row,) = json.loads((pytester.path / "report.json").read_text())["kernels"]
+    table = result.stdout.str().split("autotune summary", 1)[1]
+    row["summary"] = next(line for line in table.splitlines() if "fake_gpu" in line)
     return row
 
 
@@ -96,7 +99,9 @@ def _configs(entry: dict) -> list[tuple]:
     return [tuple(sorted(p.items())) for p in [entry["params"], *(r["params"] for r in entry["runners_up"])]]
 
 
-def test_tuning_a_new_device_starts_from_the_other_devices_locks(pytester: pytest.Pytester) -> None:
+def test_tuning_a_new_device_starts_from_the_other_devices_locks(pytester: pytest.Pytester,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # a terminal wide enough for the summary's whole note
     pytester.makeini("[pytest]\n")
     (pytester.path / "fake_gpu.json").write_text(json.dumps(RECORDING))
     pytester.makepyfile(test_replay=TEST)
@@ -111,6 +116,7 @@ def test_tuning_a_new_device_starts_from_the_other_devices_locks(pytester: pytes
     # One evaluation on a new device: it is gpu-a's winner, evaluated first.
     row = _tune_as(pytester, "gpu-b", 1)
     assert row["note"] == "warm start from 1 device" and row["evaluations"] == 1
+    assert row["summary"].rstrip().endswith("warm start from 1 device"), row["summary"]
     assert read_lockfile(lockdir / "gpu-b.json").entries[KEY]["params"] == {"block_size_x": 128, "tile": 2}
 
     # An entry of the same kernel with another search space is no source.
@@ -121,6 +127,7 @@ def test_tuning_a_new_device_starts_from_the_other_devices_locks(pytester: pytes
     # Four evaluations: gpu-a's winner and its first three runners-up (gpu-b's winner is the same configuration).
     row = _tune_as(pytester, "gpu-c", 4)
     assert row["note"] == "warm start from 2 devices"
+    assert row["summary"].rstrip().endswith("warm start from 2 devices"), row["summary"]
     assert sorted(_configs(read_lockfile(lockdir / "gpu-c.json").entries[KEY])) == sorted(_configs(a)[:4])
 
     # A device that has an entry re-tunes from its own lock, not from the others.

@@ -53,3 +53,35 @@ def test_blocked_matmul_falls_back_to_the_default_without_a_lock(monkeypatch, tm
         c = blocked_matmul(a, a.T)
     np.testing.assert_allclose(c, matmul_reference(a, a.T), rtol=1e-4, atol=1e-3)
     assert used == [MATMUL_DEFAULT]
+
+
+def test_blocked_matmul_uses_this_machines_entry_of_the_lock(monkeypatch, tmp_path):
+    """Whatever machine runs it: the committed entry, re-filed under this machine's lockfile name with another
+    blocking, is what blocked_matmul runs, for the tuned size and (nearest size) for another."""
+    from pytest_autotune.runners.device import detect_cpu_device
+
+    committed = json.loads((LOCKDIR / "cpu-amd-epyc.json").read_text())
+    (key, entry), = [(k, e) for k, e in committed["entries"].items() if e.get("kernel") == "matmul"]
+    tuned = {"BLOCK_I": 16, "BLOCK_J": 32, "BLOCK_K": 8, "UNROLL": 4, "LOOP_ORDER": "kij"}
+    assert tuned != MATMUL_DEFAULT and tuned != entry["params"]
+    committed["entries"] = {key: {**entry, "params": tuned}}
+    (tmp_path / f"{detect_cpu_device().slug}.json").write_text(json.dumps(committed))
+    # on a GPU machine the CUDA lockfile holds tests/test_cuda_kernels.py's "matmul" too: never the C kernel's
+    from pytest_autotune.lock import lookup
+
+    monkeypatch.setitem(lookup._DETECTORS, "cuda", lambda: "fake-gpu")
+    cuda_entry = {**entry, "params": {"block_size_x": 16, "block_size_y": 16, "tile_size_x": 2, "tile_size_y": 2},
+                  "problem": {"size": [MATMUL_N], "args": entry["problem"]["args"]}}
+    (tmp_path / "fake-gpu.json").write_text(json.dumps({**committed, "entries": {key: cuda_entry}}))
+    monkeypatch.setattr(example_kernels, "LOCKDIR", tmp_path)
+    used = []
+    run = example_kernels._run_matmul
+    monkeypatch.setattr(example_kernels, "_run_matmul", lambda a, b, params: used.append(params) or run(a, b, params))
+    a = rng(8).random((MATMUL_N, MATMUL_N), dtype=np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the tuned size: no fallback warning
+        np.testing.assert_allclose(blocked_matmul(a, a.T), matmul_reference(a, a.T), rtol=1e-4, atol=1e-3)
+    small = a[:100, :100]
+    with pytest.warns(UserWarning, match="nearest tuned size 192"):
+        np.testing.assert_allclose(blocked_matmul(small, small), matmul_reference(small, small), rtol=1e-4, atol=1e-3)
+    assert used == [tuned, tuned]

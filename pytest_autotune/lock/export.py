@@ -15,6 +15,8 @@ reading the lock):
   left out for kernels tuned without a size);
 * values are written as the kernel runners write them into source (ints,
   floats, ``1``/``0`` for booleans, strings as bare tokens);
+* include guard ``AUTOTUNE_PARAMS_H``, or ``AUTOTUNE_PARAMS_<KERNEL>_H`` with
+  ``--kernel`` (the headers of several kernels can be included together);
 * with no device symbol defined, the default block applies: it defines
   ``AUTOTUNE_NO_DEVICE`` and the values of ``--default-device`` when given,
   otherwise no value (guard your own defaults with ``#ifndef``).
@@ -148,7 +150,7 @@ def to_header(tuned: list[Tuned], source: str, default_device: str | None = None
         if sym in symbols:
             raise ExportError(f"device symbol collision: lockfiles {symbols[sym]!r} and {device!r} both map to {sym}")
         symbols[sym] = device
-    guard = "AUTOTUNE_PARAMS_H"
+    guard = symbol("AUTOTUNE_PARAMS", kernel or "", "H")  # one per --kernel: such headers go into one build
     again = f"pytest-autotune export {source} --format header" + (f" --kernel {kernel}" if kernel else "") + \
         (f" --default-device {default_device}" if default_device else "")
     out = [f"/* Tuned parameters exported by pytest-autotune from {source}. Do not edit: re-run",

@@ -13,8 +13,9 @@ nearest tuned size in log space with a :class:`LockFallbackWarning`. Parsed
 lockfiles are cached per process (re-read only when the file changes), so
 calls after the first cost microseconds.
 
-Imports neither pytest nor CuPy nor PyCUDA; CUDA libraries are imported only
-to detect the device when ``device`` is not given.
+Imports neither pytest nor CuPy nor PyCUDA; CUDA libraries (and PyOpenCL, only
+when the CUDA and CPU lockfiles lack the kernel) are imported only to detect
+the device when ``device`` is not given.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ import functools
 import importlib.util
 import os
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,7 +85,8 @@ def clear_cache() -> None:
     """Forget the parsed lockfiles (and the detected device): the next lookups read and detect afresh."""
     _CACHE.clear()
     _PATHS.clear()
-    detect_device_slugs.cache_clear()
+    for detect in _DETECTORS.values():
+        detect.cache_clear()
 
 
 def _path(lockdir: str | os.PathLike[str], slug: str) -> Path:
@@ -126,20 +128,31 @@ def _index(path: Path) -> _Index | None:
 # --------------------------------------------------------------------------- device detection
 
 
-@functools.lru_cache(maxsize=1)
 def detect_device_slugs() -> tuple[str, ...]:
-    """Lockfile names this machine's kernels are tuned under: the CUDA GPU's (device 0) if one is
-    usable, then the CPU's (the C runner). Detected once per process."""
+    """Lockfile names this machine's kernels are tuned under, in the order a lookup searches them: the
+    CUDA GPU's (device 0) if one is usable, the CPU's (the C runner), then the OpenCL device's (the one the
+    OpenCL runner picks). Each is detected once per process."""
+    return tuple(_machine_slugs())
+
+
+def _machine_slugs(kind: str | None = None) -> Iterator[str]:
+    """:func:`detect_device_slugs` one at a time (only ``kind``'s when given): a lookup that finds its kernel
+    in the CUDA or CPU lockfile never imports PyOpenCL (starting an OpenCL runtime costs about a second)."""
+    for name, detect in _DETECTORS.items():
+        if kind is None or kind == name:
+            slug = detect()
+            if slug:
+                yield slug
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_slug() -> str:
     from ..runners.device import detect_cpu_device
 
-    slugs = []
-    cuda = _cuda_slug()
-    if cuda:
-        slugs.append(cuda)
-    slugs.append(detect_cpu_device().slug)
-    return tuple(slugs)
+    return detect_cpu_device().slug
 
 
+@functools.lru_cache(maxsize=1)
 def _cuda_slug() -> str | None:
     from ..runners import device as devices
 
@@ -153,6 +166,24 @@ def _cuda_slug() -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=1)
+def _opencl_slug() -> str | None:
+    """The OpenCL runner's default device (``$PYTEST_AUTOTUNE_DEVICE``/``$PYOPENCL_CTX`` respected), if any."""
+    if importlib.util.find_spec("pyopencl") is None:
+        return None
+    try:
+        import pyopencl as cl
+
+        from ..runners.opencl_device import detect_opencl_device, select_device
+
+        return detect_opencl_device(cl, select_device(cl)).slug
+    except Exception:  # noqa: BLE001 - no platform, no device, a selector that matches nothing
+        return None
+
+
+_DETECTORS = {"cuda": _cuda_slug, "cpu": _cpu_slug, "opencl": _opencl_slug}  # the order lookups search
+
+
 # --------------------------------------------------------------------------- selection
 
 
@@ -160,12 +191,22 @@ def _describe(tuned: Sequence[_Tuned]) -> str:
     return ", ".join(f"{t.problem_text} ({t.key})" for t in tuned)
 
 
+def _test_function(nodeid: str) -> str:
+    """``tests/a.py::test_mm[4096]`` -> ``tests/a.py::test_mm``: the instances of one parametrized test."""
+    head, sep, last = nodeid.rpartition("::")
+    return head + sep + last.split("[", 1)[0]
+
+
 def _check_unambiguous(kernel: str, tuned: Sequence[_Tuned], path: Path) -> None:
-    spaces: dict[str, _Tuned] = {}
-    for t in tuned:
-        spaces.setdefault(str((t.entry.get("hashes") or {}).get("space")), t)
-    if len(spaces) > 1:
-        a, b = list(spaces.values())[:2]
+    """Two test functions tuning ``kernel`` in different spaces are an error; the instances of one
+    parametrized test are not (their space may follow the problem size, e.g. a block size up to ``n``)."""
+    def space(t: _Tuned) -> str:
+        return str((t.entry.get("hashes") or {}).get("space"))
+
+    clash = next(((a, b) for i, a in enumerate(tuned) for b in tuned[i + 1:]
+                  if space(a) != space(b) and _test_function(a.test) != _test_function(b.test)), None)
+    if clash is not None:
+        a, b = clash
         raise AmbiguousLockError(
             f"locked_params({kernel!r}): {path} holds entries of two tests that tune {kernel!r} with different "
             f"search spaces: {a.test} and {b.test}; give one of them another kernel name (name= in autotune.kernel)")
@@ -173,6 +214,11 @@ def _check_unambiguous(kernel: str, tuned: Sequence[_Tuned], path: Path) -> None
 
 def _same_params(tuned: Sequence[_Tuned]) -> bool:
     return all(t.entry["params"] == tuned[0].entry["params"] for t in tuned[1:])
+
+
+def _one_problem(tuned: Sequence[_Tuned]) -> bool:
+    """All entries were tuned for one problem (or none of them recorded which)."""
+    return len({(tuple(t.size) if t.size is not None else None, tuple(t.dtypes)) for t in tuned}) == 1
 
 
 def _memo_key(kernel: str, problem_size: Any, dtypes: Sequence[str] | None) -> tuple[Any, ...] | None:
@@ -209,9 +255,14 @@ def _select(kernel: str, tuned: list[_Tuned], problem_size: Any, dtypes: Sequenc
             raise LockLookupError(f"locked_params({kernel!r}): no entry in {path} has array arguments of dtypes "
                                   f"{wanted}")
     if problem_size is None or all(t.size is None for t in tuned):
-        # Entries without a readable problem (schema 1) match by kernel name only.
-        if len(tuned) == 1 or _same_params(tuned):
+        # Entries without a readable problem (schema 1) match by kernel name only. Several problems raise even
+        # when their parameters agree today: a re-tune of one would make this call fail later.
+        if len(tuned) == 1 or (_one_problem(tuned) and _same_params(tuned)):
             return tuned[0], None
+        if problem_size is not None:  # every candidate is a schema-1 entry: sizes cannot choose
+            raise LockLookupError(f"locked_params({kernel!r}): {path} holds {len(tuned)} entries of {kernel!r} that "
+                                  f"do not record their problem: {_describe(tuned)}; re-tune them with pytest "
+                                  "--autotune (it records the problem) to choose by problem_size")
         raise LockLookupError(f"locked_params({kernel!r}): {path} holds {len(tuned)} tuned problems of {kernel!r}: "
                               f"{_describe(tuned)}; pass problem_size= (and dtypes=) to choose")
     wanted_size = normalize_size(problem_size)
@@ -227,6 +278,11 @@ def _select(kernel: str, tuned: list[_Tuned], problem_size: Any, dtypes: Sequenc
     if not scored:
         raise LockLookupError(f"locked_params({kernel!r}): problem size {size_label(wanted_size)} cannot be compared "
                               f"with the tuned problems in {path}: {_describe(readable)}")
+    if dtypes is None and len({tuple(t.dtypes) for _, t in scored}) > 1:
+        listing = ", ".join(f"{t.dtypes} ({t.key})" for _, t in scored)
+        raise LockLookupError(f"locked_params({kernel!r}): problem size {size_label(wanted_size)} was not tuned on "
+                              f"{path.stem} and the nearest-size entries differ in their array dtypes: {listing}; "
+                              "pass dtypes= (the dtypes of the kernel's array arguments) to choose")
     scored.sort(key=lambda dt: dt[0])  # stable: ties go to the first entry by key
     nearest = scored[0][1]
     return nearest, (f"locked_params({kernel!r}): problem size {size_label(wanted_size)} was not tuned on "
@@ -255,7 +311,7 @@ def _check_stale(kernel: str, tuned: _Tuned, source: str | os.PathLike[str], ker
 def locked_params(kernel: str, problem_size: Any = None, lockdir: str | os.PathLike[str] = "autotune.lock", *,
                   device: str | None = None, default: Mapping[str, Any] | None = None,
                   dtypes: Sequence[str] | None = None, source: str | os.PathLike[str] | None = None,
-                  kernel_name: str | None = None) -> dict[str, Any]:
+                  kernel_name: str | None = None, kind: str | None = None) -> dict[str, Any]:
     """The locked parameters of ``kernel`` for this device and problem (a fresh dict each call).
 
     ``problem_size``: an int or tuple, compared with the sizes the entries were
@@ -269,22 +325,33 @@ def locked_params(kernel: str, problem_size: Any = None, lockdir: str | os.PathL
     code (text or path) to warn (:class:`LockStaleWarning`) when it changed
     since tuning; ``kernel_name``: the name the test passed to
     ``autotune.kernel`` when it differs from ``kernel`` (``name=``).
+    ``kind``: ``"cuda"``, ``"cpu"`` (the C runner) or ``"opencl"``, the runner
+    the kernel is launched with: only that device's lockfile is searched, so a
+    C ``matmul`` never gets the parameters of a CUDA kernel of the same name.
     """
     if not isinstance(kernel, str) or not kernel:
         raise TypeError(f"locked_params: kernel must be a non-empty string, got {kernel!r}")
-    slugs = (device,) if device is not None else detect_device_slugs()
+    if kind is not None and kind not in _DETECTORS:
+        raise ValueError(f"locked_params({kernel!r}): kind={kind!r} is not a device kind; use one of "
+                         f"{', '.join(map(repr, _DETECTORS))} (or device= a lockfile name)")
+    slugs = (device,) if device is not None else _machine_slugs(kind)
     for slug in slugs:
-        path = _path(lockdir, slug)
+        try:
+            path = _path(lockdir, slug)
+        except ValueError:  # only a given device= can be no file name
+            raise ValueError(f"locked_params({kernel!r}): device={device!r} is not a lockfile name; give the name "
+                             "of a lockfile in the lock directory without .json, e.g. 'nvidia-h100-80gb-hbm3'") from None
         index = _index(path)
         if index is not None and kernel in index.kernels:
             chosen = _select_cached(kernel, index, problem_size, dtypes, path)
             if source is not None:
                 _check_stale(kernel, chosen, source, kernel_name)
             return dict(chosen.entry["params"])
-    searched = ", ".join(str(lockfile_path(lockdir, s)) for s in slugs)
+    searched = ", ".join(str(lockfile_path(lockdir, s)) for s in ((device,) if device is not None else _machine_slugs(kind)))
+    missing = f"no entry for {kernel!r} in {searched}" if searched else f"no {kind} device detected on this machine"
     if default is None:
-        raise LockLookupError(f"locked_params({kernel!r}): no entry for {kernel!r} in {searched}; tune it on this "
-                              "device with pytest --autotune, or pass default=")
-    warnings.warn(LockFallbackWarning(f"locked_params({kernel!r}): no entry for {kernel!r} in {searched}; using "
-                                      "the default parameters"), stacklevel=2)
+        raise LockLookupError(f"locked_params({kernel!r}): {missing}; tune it on this device with pytest --autotune, "
+                              "or pass default=")
+    warnings.warn(LockFallbackWarning(f"locked_params({kernel!r}): {missing}; using the default parameters"),
+                  stacklevel=2)
     return dict(default)

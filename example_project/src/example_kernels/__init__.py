@@ -74,10 +74,13 @@ def convolution_reference(padded: np.ndarray, filt: np.ndarray) -> np.ndarray:
 
 
 def matmul_params(n: int) -> dict[str, Any]:
-    """The tuned parameters of ``matmul.c`` for this machine and size ``n`` (nearest tuned size, else the default)."""
+    """The tuned parameters of ``matmul.c`` for this machine and size ``n`` (nearest tuned size, else the default).
+
+    ``kind="cpu"``: the C runner's lockfile only; the CUDA and OpenCL matmuls of the tests are also named
+    ``matmul``, and on a GPU machine the GPU's lockfile would be searched first."""
     from pytest_autotune import locked_params  # no pytest, no CUDA library: fine in production code
 
-    return locked_params("matmul", problem_size=n, lockdir=LOCKDIR, default=MATMUL_DEFAULT)
+    return locked_params("matmul", problem_size=n, lockdir=LOCKDIR, default=MATMUL_DEFAULT, kind="cpu")
 
 
 def _run_matmul(a: np.ndarray, b: np.ndarray, params: dict[str, Any]) -> np.ndarray:
