@@ -40,7 +40,7 @@ from .runners.isolation import sharing_one_cpu
 from .scratch import ScratchCache, fingerprint
 from .session import SessionState
 from .space import SearchSpaceError
-from .tuner import TuneError, TuneResult, _evaluate, build_space, first_failures, tune
+from .tuner import TuneError, TuneResult, _evaluate, build_space, first_failures, spills, tune
 
 
 def _failed(message: str) -> BaseException:
@@ -335,7 +335,7 @@ class Autotune:
                   change_pct=(stats.median - locked_ms) / locked_ms * 100.0 if locked_ms else None, locked_ms=locked_ms,
                   evaluations=result.evaluations, budget=total or s.budget_text,
                   strategy=result.strategy["name"], failures=result.failures,
-                  failure_examples=first_failures(result.history),
+                  failure_examples=first_failures(result.history), spills=spills(result.history, result.measurement),
                   best_so_far=[None if x != x else float(x) for x in result.history.best_so_far()],
                   resumed=len(cached), stop_reason=result.history.stop_reason,
                   note=decision.message if decision.action != "first" else (warm.note() if warm else ""),

@@ -249,6 +249,19 @@ def no_success_message(history: SearchHistory) -> str:
     return "\n".join(lines)
 
 
+SPILL_FACTS = ("spill_stores", "spill_loads", "stack_frame")  # what ptxas reports (the NVRTC compile stage)
+
+
+def spills(history: SearchHistory, winner: Measurement) -> dict[str, Any]:
+    """What the compiler said about spilling, for the report: the winner's bytes of spill stores, spill
+    loads and stack frame, and how many measured configurations spilled. Empty where the runner's
+    compiler reports nothing of the kind (C, OpenCL, PyCUDA)."""
+    spilled = sum(bool(r.measurement.extra.get("spill_stores") or r.measurement.extra.get("spill_loads"))
+                  for r in history.records)
+    mine = {k: int(winner.extra[k]) for k in SPILL_FACTS if k in winner.extra}
+    return {"winner": mine, "spilling_configurations": spilled} if mine or spilled else {}
+
+
 def first_failures(history: SearchHistory) -> dict[str, dict[str, Any]]:
     """Per failure kind, the first failed configuration and its full error text."""
     out: dict[str, dict[str, Any]] = {}

@@ -298,3 +298,19 @@ def test_a_machine_unlike_the_locks_is_not_comparable() -> None:
     assert run_gate("k", "t.py::t", LOCKED, _m(1.4), 0.1, 0.01, machine=same).verdict == "slower"
     assert compare_machines(locked, {**locked, "probe": "p2"}, 0.1) is None  # another probe version: unknown
     assert compare_machines(None, locked, 0.1) is None
+
+
+def test_the_report_says_what_the_compiler_said_about_spills() -> None:
+    """Issue 16: spills recorded by the NVRTC stage reach the report (the winner's bytes, how many spilled)."""
+    from pytest_autotune.evaluator import EvaluationRecord, SearchHistory
+    from pytest_autotune.tuner import spills
+
+    def record(i: int, stores: int | None) -> EvaluationRecord:
+        extra = {} if stores is None else {"spill_stores": stores, "spill_loads": stores, "stack_frame": 8 + stores}
+        m = Measurement(params={"B": i}, value=1.0 + i, samples=[1.0 + i], extra=extra)
+        return EvaluationRecord(i, i, {"B": i}, m, 0.0)
+
+    history = SearchHistory(records=[record(0, 0), record(1, 24), record(2, 96)])
+    assert spills(history, history.records[0].measurement) == {
+        "winner": {"spill_stores": 0, "spill_loads": 0, "stack_frame": 8}, "spilling_configurations": 2}
+    assert spills(SearchHistory(records=[record(0, None)]), record(0, None).measurement) == {}  # C, OpenCL: nothing
