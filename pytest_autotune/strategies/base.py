@@ -102,6 +102,9 @@ class Strategy:
             raise StrategyError(f"strategy {self.name!r}: {exc}") from None
         self.hp.validate()
         self.observed: dict[int, float | None] = {}  # row -> objective or None (failure)
+        # Rows of ``observed`` measured first because another device's lock suggested them (a warm start,
+        # set by the evaluator): observations like any other, except where a strategy says otherwise.
+        self.transferred: set[int] = set()
         self.profiler: Callable[[dict[str, Any]], dict[str, float]] | None = None
         self.budget: int = len(space)
         # Configurations the evaluator keeps pending at once (see the module docstring); set by BatchSearch.
@@ -141,6 +144,15 @@ class Strategy:
     def best(self) -> tuple[int, float] | None:
         """Best (row, value) observed so far, or None."""
         valid = [(v, r) for r, v in self.observed.items() if v is not None]
+        if not valid:
+            return None
+        value, row = min(valid)
+        return row, value
+
+    @property
+    def own_best(self) -> tuple[int, float] | None:
+        """Best (row, value) among the observations this search proposed itself (not :attr:`transferred`)."""
+        valid = [(v, r) for r, v in self.observed.items() if v is not None and r not in self.transferred]
         if not valid:
             return None
         value, row = min(valid)
