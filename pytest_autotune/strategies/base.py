@@ -149,15 +149,6 @@ class Strategy:
         value, row = min(valid)
         return row, value
 
-    @property
-    def own_best(self) -> tuple[int, float] | None:
-        """Best (row, value) among the observations this search proposed itself (not :attr:`transferred`)."""
-        valid = [(v, r) for r, v in self.observed.items() if v is not None and r not in self.transferred]
-        if not valid:
-            return None
-        value, row = min(valid)
-        return row, value
-
     def unevaluated(self, rows: Iterable[int]) -> list[int]:
         return [int(r) for r in rows if int(r) not in self.observed]
 
