@@ -217,6 +217,7 @@ class Evaluator:
                 continue
             record = self._record(row, row, self._measure(row, row, row), 0.0)
             strategy.observed[row] = record.value
+            strategy.transferred.add(row)
             batch.remember(row, record.value)
         return ""
 

@@ -35,8 +35,9 @@ RUNNERS_UP = 5
 sources tuned with budget B, 20 seeds) 5 beat 3 and 10 at the full budget (mean score 0.944 vs 0.937 /
 0.941) and 3 at budget 25 (0.850 vs 0.841; 10: 0.866, all of it on GEMM). With 5, only the A100
 convolution ends more than one standard error below the search without warm start at the full budget
-(with 0, 1, 3 or 10 the RTX 3090 GEMM does too). Costs: lockfile lines, and ``--autotune-ranking``
-re-times more runners-up."""
+(with 0, 1, 3 or 10 the RTX 3090 GEMM does too). Measured before the annealing guide stopped learning from
+the seeds (see :class:`~.strategies.local.SimulatedAnnealing`). Costs: lockfile lines, and
+``--autotune-ranking`` re-times more runners-up."""
 CONFIRM_TOP = 3  # finalists re-timed after the search (plus the incumbent)
 CONFIRM_ROUNDS = 2  # interleaved re-timing rounds of the finalists
 

@@ -151,6 +151,30 @@ def test_seeds_are_evaluated_first_and_the_strategy_sees_them() -> None:
     assert strategy.observed[SPACE.find({"B": 7})] == pytest.approx(1.2, rel=0.01)
 
 
+def test_a_warm_start_is_marked_and_the_annealing_guide_does_not_learn_from_it() -> None:
+    """Transferred seeds stay observations (the walk may start there, they may win), but auto's guide does not
+    learn from them: seeds of an unlike device kept steering the walk to their values (bench_transfer: A100
+    convolution 0.75 against 0.89)."""
+    space = SearchSpace({"X": list(range(30)), "Y": list(range(30))})
+
+    def evaluate(params: Mapping[str, Any]) -> Measurement:
+        x, y = params["X"], params["Y"]
+        value = 0.5 if (x, y) == (0, 0) else 1.0 + 0.01 * (abs(x - 20) + abs(y - 20))  # (0, 0): a seed's basin
+        return Measurement(params=dict(params), value=value, samples=[value])
+
+    seed_row = space.find({"X": 0, "Y": 0})
+    strategy = make_strategy({"name": "chain", "first": {"name": "random"}, "evaluations": 6,
+                              "then": {"name": "simulated_annealing", "guide": True}}, space, seed=0)
+    history = Evaluator(space, evaluate, 12, seeds=[seed_row]).run(strategy)
+    assert strategy.transferred == {seed_row} and history.records[0].params == {"X": 0, "Y": 0}
+    guide = strategy.phases[1]._model
+    learnt = set(guide._obs_of_row)
+    assert seed_row not in learnt
+    own = [space.find(dict(r.params)) for r in history.records[1:]]
+    assert set(own[:6]) <= learnt <= set(own)  # the first phase's observations and the walk's own
+    assert strategy.best == (seed_row, 0.5)  # the seed is still an observation and can win
+
+
 def test_the_incumbent_is_measured_as_a_candidate() -> None:
     runner = _Runner()
     result = tune(runner, space=SPACE, strategy="random", budget=3, seed=1, incumbent={"B": 5})

@@ -126,6 +126,7 @@ class Auto(Strategy):
         spec = dict(self.hp.choice)
         self.delegate = strategy_class(spec.pop("name"))(space, seed=seed, **spec)
         self.delegate.observed = self.observed  # one view of what has been seen
+        self.delegate.transferred = self.transferred
         self.requires_profiling = self.delegate.requires_profiling  # the tuner hands the profiler to us
 
     def search(self) -> SearchGenerator:

@@ -102,6 +102,9 @@ class Strategy:
             raise StrategyError(f"strategy {self.name!r}: {exc}") from None
         self.hp.validate()
         self.observed: dict[int, float | None] = {}  # row -> objective or None (failure)
+        # Rows of ``observed`` measured first because another device's lock suggested them (a warm start,
+        # set by the evaluator): observations like any other, except where a strategy says otherwise.
+        self.transferred: set[int] = set()
         self.profiler: Callable[[dict[str, Any]], dict[str, float]] | None = None
         self.budget: int = len(space)
         # Configurations the evaluator keeps pending at once (see the module docstring); set by BatchSearch.

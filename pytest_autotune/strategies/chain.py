@@ -72,6 +72,7 @@ class Chain(Strategy):
         first, then = self.phases
         for phase in self.phases:  # set late: auto rebinds ``observed``, the tuner sets ``profiler``
             phase.observed, phase.profiler, phase.batch_size = self.observed, self.profiler, self.batch_size
+            phase.transferred = self.transferred
         first.budget = min(self.budget, int(self.hp.evaluations))
         if first.budget > 0:
             phase = first.search()
