@@ -52,6 +52,7 @@ from pytest_autotune.probes import compare_machines, measure_cpu_probes  # noqa:
 from pytest_autotune.runners import KernelSpec, make_runner  # noqa: E402
 from pytest_autotune.runners.isolation import sharing_one_cpu  # noqa: E402
 from pytest_autotune.runners.kernel import with_code  # noqa: E402
+from pytest_autotune.tuner import CONFIRM_ROUNDS, confirm, params_key  # noqa: E402
 
 SYNTHETIC = r"""
 #define REPS {reps}
@@ -150,21 +151,24 @@ def main(argv: list[str] | None = None) -> int:
             kernels[name] = (spec, entry["params"])
             runner_up[name] = entry["runners_up"][0]["params"]
 
-    # The lock: quiet machine, one session (probes and samples side by side).
+    # The lock: quiet machine, one session (probes and samples side by side), recorded as ``tune()`` records
+    # it: the winner and its runner-up re-timed in interleaved confirmation rounds in one worker.
     lock_probes = measure_cpu_probes()
     entries = {}
     for name, (spec, params) in kernels.items():
-        m = measure(spec, params)()
-        assert m.ok, (name, m.failure, m.detail[:500])
-        up = measure(spec, runner_up[name])()
-        assert up.ok, (name, up.failure, up.detail[:500])
-        entries[name] = {"params": params, "samples": list(m.samples), "stats": {"median": float(np.median(m.samples))},
-                         "runners_up": [{"params": runner_up[name], "samples": list(up.samples)}]}
-        print(f"locked {name}: {params}  median {entries[name]['stats']['median']:.4g} ms  n={len(m.samples)}")
+        with make_runner(spec, runner="c", measure=MeasureOptions()) as session:
+            session.evaluate(params)  # the tuning session's worker is warm by the time it confirms
+            pooled = confirm(session, [params, runner_up[name]], CONFIRM_ROUNDS)
+        samples, up_samples = pooled[params_key(params)], pooled[params_key(runner_up[name])]
+        assert samples and up_samples, (name, "a configuration failed in the lock's confirmation rounds")
+        entries[name] = {"params": params, "samples": samples, "stats": {"median": float(np.median(samples))},
+                         "runners_up": [{"params": runner_up[name], "samples": up_samples}]}
+        print(f"locked {name}: {params}  median {entries[name]['stats']['median']:.4g} ms  n={len(samples)}, runner-up n={len(up_samples)}")
     print(f"lock probes: {lock_probes}")
 
     results: dict[tuple[str, str, str, str], list[str]] = defaultdict(list)  # (kernel, scenario, condition, gate)
     probes_seen: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    seen: list[dict[str, Any]] = []  # the robust gate's non-passing verdicts of unchanged kernels
     for i in range(args.runs):
         for condition in ("quiet", "neighbour"):
             ctx = Neighbour() if condition == "neighbour" else None
@@ -185,6 +189,9 @@ def main(argv: list[str] | None = None) -> int:
                                           reference=session.evaluate)
                     results[(name, "unchanged", condition, "today")].append(today.verdict)
                     results[(name, "unchanged", condition, "robust")].append(robust.verdict)
+                    if robust.verdict in ("slower", "incomparable"):  # what the robust gate saw, for the note
+                        seen.append({"kernel": name, "condition": condition, "round": i, "verdict": robust.verdict,
+                                     "change_pct": round(robust.comparison.change_pct, 1), "notes": robust.notes})
                     if name not in SYNTHETIC_SIZES or i >= args.edit_runs:
                         continue
                     for edit in edits:
@@ -223,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
                             "kernels": {k: v[1] for k, v in kernels.items()}},
                "lock": {k: {"params": e["params"], "median_ms": e["stats"]["median"]} for k, e in entries.items()},
                "lock_probes": lock_probes, "gate_probes": probe_summary, "results": rows,
+               "robust_unchanged_not_passing": seen,
                "environment_before": env_before, "environment_after": environment(),
                "wall_s": time.perf_counter() - started}
     print(f"\nwritten {write_json(Path(args.json), payload)} ({payload['wall_s']:.0f} s)")
