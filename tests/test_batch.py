@@ -36,6 +36,7 @@ def sequential_reference(space, objective, strategy: Strategy, budget: int, seed
             m = objective(space.get(row))
             seen[row] = m.value if m.ok else None
             strategy.observed[row] = seen[row]
+            strategy.transferred.add(row)  # as the evaluator marks a warm start's seeds
             order.append(row)
     gen = strategy.run(budget)
     value = None
