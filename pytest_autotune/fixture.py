@@ -212,8 +212,8 @@ class Autotune:
             runner = k.make_runner()
         except BackendUnavailable as exc:
             why = f"no usable device for this kernel: {exc}"
-            if opts.mode is None:  # a gate that checked nothing must say so in the summary, not only with -rs
-                self._row(k.label, "gate", "no device", message=why)
+            # a gate that checked nothing, or a tune that tuned nothing, says so in the summary, not only with -rs
+            self._row(k.label, "gate" if opts.mode is None else "tune", "no device", message=why)
             raise pytest.skip.Exception(f"autotune: {why}") from None
         except SpecError as exc:
             raise pytest.fail.Exception(f"autotune: kernel {k.label!r}: {exc}") from None

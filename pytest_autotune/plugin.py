@@ -20,8 +20,8 @@ from .evaluator import Budget
 from .fixture import CALLS_KEY, Autotune
 from .marker import MarkerError, TuneSettings, parse_marker
 from .runners.compile_pool import parse_compile_workers
-from .report import (cut_note_lines, failure_lines, format_table, lockfile_lines, not_gated_line, write_json_report,
-                     write_plots)
+from .report import (cut_note_lines, failure_lines, format_table, lockfile_lines, not_gated_line, not_tuned_line,
+                     write_json_report, write_plots)
 from .session import INCOMPARABLE_POLICIES, MISSING_POLICIES, Options, SessionState
 from .strategies import StrategyError, validate_strategy_spec
 
@@ -330,6 +330,6 @@ def _summary(terminalreporter: Any, state: SessionState) -> None:
                 action = {"warn": "passed", "skip": "skipped", "fail": "failed"}[r.get("incomparable_policy") or "warn"]
                 write(f"autotune: NOT COMPARABLE ({action}, --autotune-incomparable={r.get('incomparable_policy')}): "
                       f"{r['message']}", yellow=True, bold=True)
-        line = not_gated_line(rows)
-        if line:
-            write(line, yellow=True, bold=True)
+        for line in (not_gated_line(rows), not_tuned_line(rows)):
+            if line:
+                write(line, yellow=True, bold=True)

@@ -130,7 +130,16 @@ def lockfile_lines(rows: Iterable[Mapping[str, Any]]) -> list[str]:
 
 def not_gated_line(rows: Iterable[Mapping[str, Any]]) -> str:
     """The closing line naming every kernel the gate could not check, and why (visible without -rs)."""
-    missed = [r for r in rows if r.get("mode") == "gate" and r.get("status") in ("missing", "stale", "no device")]
+    return _unchecked_line(rows, "gate", ("missing", "stale", "no device"), "NOT GATED")
+
+
+def not_tuned_line(rows: Iterable[Mapping[str, Any]]) -> str:
+    """The closing line naming every kernel ``--autotune`` could not tune for want of a device (no CuPy here)."""
+    return _unchecked_line(rows, "tune", ("no device",), "NOT TUNED")
+
+
+def _unchecked_line(rows: Iterable[Mapping[str, Any]], mode: str, statuses: tuple[str, ...], what: str) -> str:
+    missed = [r for r in rows if r.get("mode") == mode and r.get("status") in statuses]
     if not missed:
         return ""
     by_reason: dict[str, list[str]] = {}  # kernels sharing a reason (no CuPy: every CUDA kernel) named once
@@ -138,7 +147,7 @@ def not_gated_line(rows: Iterable[Mapping[str, Any]]) -> str:
         reason = "no lock entry for this device" if r["status"] == "missing" else str(r.get("message", "stale"))
         by_reason.setdefault(reason, []).append(f"{r['test']}::{r['kernel']}")
     parts = [f"{', '.join(kernels)} ({reason})" for reason, kernels in by_reason.items()]
-    return f"autotune: {len(missed)} kernel(s) NOT GATED: " + "; ".join(parts)
+    return f"autotune: {len(missed)} kernel(s) {what}: " + "; ".join(parts)
 
 
 def write_json_report(path: str | Path, rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> Path:

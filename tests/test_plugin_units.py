@@ -21,8 +21,8 @@ from pytest_autotune.gate import retune_command, run_gate
 from pytest_autotune.marker import MARKER_ARGS, MarkerError, parse_marker
 from pytest_autotune.measure import MeasureOptions
 from pytest_autotune.plugin import _autotune_mode, _budget_default
-from pytest_autotune.report import (COLUMNS, cut_note_lines, failure_lines, format_table, lockfile_lines, not_gated_line,
-                                   write_json_report, write_plots)
+from pytest_autotune.report import (COLUMNS, cut_note_lines, failure_lines, format_table, lockfile_lines,
+                                    not_gated_line, not_tuned_line, write_json_report, write_plots)
 from pytest_autotune.results import FailureKind, Measurement
 from pytest_autotune.scratch import ScratchCache
 from pytest_autotune.session import Options, Progress, SessionState
@@ -371,6 +371,11 @@ def test_failure_lines_lockfile_lines_and_the_not_gated_line(tmp_path: Path) -> 
                                     "device); t.py::test_e::k (lock entry is stale: the problem changed); "
                                     "t.py::test_f::k, t.py::test_g::k (no usable device for this kernel: CuPy is "
                                     "not installed)")
+    # --autotune on a machine without the kernel's device: named at the end too, as NOT TUNED (not as NOT GATED)
+    tuned = [{**r, "mode": "tune"} for r in rows[2:]]
+    assert not_gated_line(tuned) == ""
+    assert not_tuned_line(tuned) == ("autotune: 2 kernel(s) NOT TUNED: t.py::test_f::k, t.py::test_g::k (no usable "
+                                     "device for this kernel: CuPy is not installed)")
 
 
 def test_json_report(tmp_path: Path) -> None:
