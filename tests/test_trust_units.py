@@ -338,3 +338,31 @@ def test_the_report_says_what_the_compiler_said_about_spills() -> None:
     assert spills(history, history.records[0].measurement) == {
         "winner": {"spill_stores": 0, "spill_loads": 0, "stack_frame": 8}, "spilling_configurations": 2}
     assert spills(SearchHistory(records=[record(0, None)]), record(0, None).measurement) == {}  # C, OpenCL: nothing
+
+
+def test_a_walk_from_a_transferred_start_restarts_after_transfer_patience(monkeypatch) -> None:
+    """A warm start's seed can be a dead end on this device (the A100 convolution: 0.67 of the optimum, no 2%
+    gain nearby): the walk from it gets ``transfer_patience`` x budget evaluations, not ``restart_after``'s."""
+    from pytest_autotune.strategies.local import SimulatedAnnealing
+
+    space = SearchSpace({"X": list(range(30)), "Y": list(range(30))})
+
+    def evaluate(params: Mapping[str, Any]) -> Measurement:
+        x, y = params["X"], params["Y"]
+        value = 0.5 if (x, y) == (0, 0) else 1.0 + 0.01 * (abs(x - 20) + abs(y - 20))
+        return Measurement(params=dict(params), value=value, samples=[value])
+
+    restarts: list[int] = []
+    fresh_start = SimulatedAnnealing._fresh_start
+
+    def recording(self: Any, samples: int = 1) -> Any:
+        restarts.append(len(self.observed))
+        return (yield from fresh_start(self, samples))
+
+    monkeypatch.setattr(SimulatedAnnealing, "_fresh_start", recording)
+    then = {"name": "simulated_annealing", "stale_restart": "fresh", "restart_samples": 3, "stale_gain": 0.02}
+    strategy = make_strategy({"name": "chain", "first": {"name": "random"}, "evaluations": 6, "then": then},
+                             space, seed=0)
+    Evaluator(space, evaluate, 200, seeds=[space.find({"X": 0, "Y": 0})]).run(strategy)
+    assert restarts and restarts[0] == 1 + 6 + 20  # the seed, the first phase, 0.1 x 200 without a 2% gain
+    assert all(b - a >= 40 for a, b in zip(restarts, restarts[1:]))  # then restart_after (0.2 x 200) again
