@@ -544,9 +544,9 @@ class SimulatedAnnealing(_LocalSearch):
             todo, _ = self._split(self.neighbours(cur))
             stale = bool(patience) and len(self.observed) - best_at >= leash
             if not todo or stale:
+                leash = patience  # any restart leaves the transferred start behind
                 if stale:
                     best_at = len(self.observed)
-                    leash = patience
                 best = self.best
                 if (not stale or self.hp.stale_restart == "best") and best is not None and best[0] != cur \
                         and self._split(self.neighbours(best[0]))[0]:
