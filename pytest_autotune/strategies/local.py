@@ -392,7 +392,8 @@ class SimulatedAnnealing(_LocalSearch):
     optimum). Measured (``bench_transfer.py``, leave one GPU out, 5
     runners-up, budget B, 20 seeds), A100 convolution against 0.876 +- 0.023
     cold: seeds in the guide 0.81; not in the guide 0.84; and the shorter
-    patience 0.05 / 0.1: 0.857 / 0.869, within one standard error of cold.
+    patience 0.05 / 0.1: 0.857 / 0.869 (0.861 in the final run,
+    ``results/transfer_patience.json``), within one standard error of cold.
     Mean over the 15 GPUs: 0.944 / 0.939 / 0.937 / 0.939; the price is on
     spaces whose seeds are already optimal (RTX 2080 Ti pnpoly 0.98 -> 0.91,
     cold 0.59). The shorter patience with the seeds in the guide: A100 0.79.
