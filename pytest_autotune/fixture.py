@@ -13,7 +13,6 @@ internals.
 """
 from __future__ import annotations
 
-import dataclasses
 import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +25,7 @@ from .evaluator import SearchHistory
 from .gate import (EntryCheck, GateOutcome, LockedSourceUnusable, check_entry, retune_command, run_ab_gate,
                    run_gate)
 from .lock.hashing import describe_callable, hash_problem, hash_source, hash_space, kernel_source_hash, stable_hash
-from .lock.problem import describe_problem, problem_change
+from .lock.problem import describe_problem
 from .lock.transfer import warm_start
 from .lock.lockfile import LockfileError, entry_key, get_entry, lockfile_path, merge_entries, read_lockfile, utc_timestamp
 from .lock.sources import load_source, store_source
@@ -227,11 +226,8 @@ class Autotune:
                 raise _failed(f"autotune: {exc} (the file was left untouched; fix or delete it)") from None
             key = entry_key(self.item.nodeid, k.label)
             entry = get_entry(lock, self.item.nodeid, k.label)
-            check = check_entry(entry, k.hashes, lambda: self._space(runner, k.label).find(entry["params"]) >= 0) \
-                if entry is not None else None
-            if check is not None and check.stale is not None and "problem" in check.changed \
-                    and (change := problem_change(entry.get("problem"), k.problem)):  # type: ignore[union-attr]
-                check = dataclasses.replace(check, stale=f"the problem changed: {change}")  # say which part
+            check = check_entry(entry, k.hashes, lambda: self._space(runner, k.label).find(entry["params"]) >= 0,
+                                k.problem) if entry is not None else None
             usable = check is not None and check.stale is None
             if opts.mode == "missing" and usable:
                 result = self._left_alone(k.label, entry, path)  # type: ignore[arg-type]

@@ -24,6 +24,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from .lock.problem import problem_change
 from .measure import Comparison, compare_samples
 from .probes import MachineComparison
 from .results import Measurement
@@ -83,12 +84,16 @@ class EntryCheck:
         return "; ".join(f"{name} changed since lock" for name in self.changed)
 
 
-def check_entry(entry: Mapping[str, Any], hashes: Mapping[str, str], locked_in_space: Callable[[], bool]) -> EntryCheck:
-    """Classify ``entry`` against the current ``hashes``; ``locked_in_space()`` is asked only when needed."""
+def check_entry(entry: Mapping[str, Any], hashes: Mapping[str, str], locked_in_space: Callable[[], bool],
+                problem: Mapping[str, Any] | None = None) -> EntryCheck:
+    """Classify ``entry`` against the current ``hashes``; ``locked_in_space()`` is asked only when needed.
+    With the current readable ``problem``, a changed problem's reason says which part changed."""
     recorded = entry.get("hashes") or {}
     changed = tuple(sorted(name for name, value in hashes.items() if recorded.get(name) != value))
     if "problem" in changed:
-        return EntryCheck("the problem changed (problem size, argument shapes, dtypes or scalar values)", changed)
+        change = problem_change(entry.get("problem"), problem) if problem is not None else ""
+        return EntryCheck(f"the problem changed: {change}" if change else
+                          "the problem changed (problem size, argument shapes, dtypes or scalar values)", changed)
     if "space" in changed and not locked_in_space():
         return EntryCheck("the locked configuration is no longer in the search space", changed)
     return EntryCheck(None, changed)

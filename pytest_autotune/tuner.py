@@ -22,6 +22,7 @@ from .results import Measurement
 from .runners.base import Runner, supports_profiling
 from .runners.compile_pool import compile_ahead, pipelined
 from .runners.device import DeviceInfo
+from .runners.nvrtc import SPILL_FACTS
 from .space import SearchSpace
 from .space.searchspace import RestrictionLike
 from .strategies import Strategy, make_strategy
@@ -248,9 +249,6 @@ def no_success_message(history: SearchHistory) -> str:
         lines.append(f"first {kind} failure, at {example['params']}:")
         lines.extend("    " + line for line in example["detail"].strip().splitlines()[:40])
     return "\n".join(lines)
-
-
-SPILL_FACTS = ("spill_stores", "spill_loads", "stack_frame")  # what ptxas reports (the NVRTC compile stage)
 
 
 def spills(history: SearchHistory, winner: Measurement) -> dict[str, Any]:

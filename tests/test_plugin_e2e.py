@@ -59,16 +59,9 @@ void work(float *out, const float *in, const int *reps, int n) {
 }
 """
 
-# The work test's kernel: extra passes for one UNROLL value (reps[1 + UNROLL / 2]) slow that configuration
+# The work test's kernel: WORK_C plus extra passes for one UNROLL value (reps[1 + UNROLL / 2]) that slow that configuration
 # alone without changing its output (they only read).
-WORK_TEST_C = r"""
-void work(float *out, const float *in, const int *reps, int n) {
-    int r = reps[0];
-    for (int k = 0; k < r; k++)
-        for (int i = 0; i < n; i += UNROLL)
-            for (int j = 0; j < UNROLL && i + j < n; j++)
-                out[i + j] = out[i + j] * 0.5f + in[i + j];
-    volatile float sink = 0.0f;
+WORK_TEST_C = WORK_C.rstrip()[:-1] + r"""    volatile float sink = 0.0f;
     for (int k = 0; k < reps[1 + UNROLL / 2]; k++)
         for (int i = 0; i < n; i++)
             sink += in[i];

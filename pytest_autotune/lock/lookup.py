@@ -335,20 +335,21 @@ def locked_params(kernel: str, problem_size: Any = None, lockdir: str | os.PathL
         raise ValueError(f"locked_params({kernel!r}): kind={kind!r} is not a device kind; use one of "
                          f"{', '.join(map(repr, _DETECTORS))} (or device= a lockfile name)")
     slugs = (device,) if device is not None else _machine_slugs(kind)
+    searched: list[str] = []
     for slug in slugs:
         try:
             path = _path(lockdir, slug)
         except ValueError:  # only a given device= can be no file name
             raise ValueError(f"locked_params({kernel!r}): device={device!r} is not a lockfile name; give the name "
                              "of a lockfile in the lock directory without .json, e.g. 'nvidia-h100-80gb-hbm3'") from None
+        searched.append(str(path))
         index = _index(path)
         if index is not None and kernel in index.kernels:
             chosen = _select_cached(kernel, index, problem_size, dtypes, path)
             if source is not None:
                 _check_stale(kernel, chosen, source, kernel_name)
             return dict(chosen.entry["params"])
-    searched = ", ".join(str(lockfile_path(lockdir, s)) for s in ((device,) if device is not None else _machine_slugs(kind)))
-    missing = f"no entry for {kernel!r} in {searched}" if searched else f"no {kind} device detected on this machine"
+    missing = f"no entry for {kernel!r} in {', '.join(searched)}" if searched else f"no {kind} device detected on this machine"
     if default is None:
         raise LockLookupError(f"locked_params({kernel!r}): {missing}; tune it on this device with pytest --autotune, "
                               "or pass default=")
