@@ -138,15 +138,18 @@ class SleepStage:
 
     def compile(self, params: Any, processes: CompilerProcesses) -> CompiledArtefact:
         out = self.folder / f"count{params['i']}.txt"
-        script = f"i=0; while [ $i -lt 400 ]; do i=$((i+1)); echo $i > {out}; sleep 0.005; done"
+        # one short append per step: a stop can never leave the file half written (a truncating
+        # `echo > file` stopped between its truncate and its write reads as empty)
+        script = f"i=0; while [ $i -lt 400 ]; do i=$((i+1)); echo $i >> {out}; sleep 0.005; done"
         processes.run(["sh", "-c", script], timeout=60)
         return CompiledArtefact(True, path=str(out), symbol="x")
 
 
 def count(path: Path) -> int:
+    """How many steps the counting 'compiler' has completed (whole lines only)."""
     try:
-        return int(path.read_text().strip() or 0)
-    except (OSError, ValueError):
+        return path.read_text().count("\n")
+    except OSError:
         return 0
 
 
@@ -169,7 +172,7 @@ def test_pause_stops_running_compilers_and_holds_new_ones(tmp_path: Path) -> Non
         progressed = 0
         while progressed <= before and time.monotonic() < deadline:
             time.sleep(0.01)
-            progressed = count(tmp_path / "count0.txt")  # (0 while the shell rewrites the file)
+            progressed = count(tmp_path / "count0.txt")
         assert progressed > before  # going on again
         assert pool.take({"i": 1}).ok and pool.take({"i": 0}).ok
     finally:
