@@ -12,8 +12,10 @@ other processes on a shared machine do not inflate it; Kernel Tuner: its own
 
 Ours (``--strategies``, default ``auto``) runs at every ``--workers`` count P
 through the replay runner's clock and the batch search: P compile workers
-compile ahead, one device verifies and times, up to P + 1 proposals pending
-(one on the device, one per compile worker); labels ``auto@8``, ``bayes@1``.
+compile ahead, one device verifies and times, and as many proposals are
+pending as keep the device busy (:mod:`pytest_autotune.pipeline_depth`, at
+most P + 1: one on the device, one per compile worker), as the product does;
+labels ``auto@8``, ``bayes@1`` (``--window full``: always P + 1, ``auto+@8``).
 
 The anchors run sequentially, as they do: each evaluation costs its compile,
 verification, all its timed runs and framework overhead, one after another,
@@ -73,8 +75,8 @@ from benchmarks.bench_strategies import (DEFAULT_SPACES, SpaceInfo, StrategySpec
                                          parse_strategy_spec, select_files, split_specs, validate_spec)
 from pytest_autotune import datasets  # noqa: E402
 from pytest_autotune.runners.replay import ReplayRunner  # noqa: E402
-from pytest_autotune.simulate import (CostModel, SimulatedRun, keep_device_busy, replay_sequence,  # noqa: E402
-                                      simulate_search)
+from pytest_autotune.pipeline_depth import PipelineDepth  # noqa: E402
+from pytest_autotune.simulate import CostModel, SimulatedRun, replay_sequence, simulate_search  # noqa: E402
 from pytest_autotune.strategies import make_strategy  # noqa: E402
 from pytest_autotune.strategies.base import StrategyError  # noqa: E402
 
@@ -158,8 +160,8 @@ def run_task(task: Mapping[str, Any]) -> dict[str, Any]:
             runner = ReplayRunner(rec, clock=workers)
             runner.charger.timer = time.thread_time  # the host's CPU time: contention on this machine not charged
             batch = 1 if spec.kind == "optuna" else workers + 1
-            window = keep_device_busy(workers) if task.get("window") == "adaptive" and batch > 1 else None
-            run = simulate_search(strategy, runner, task["cap"], batch_size=batch, stop_below=stop, window=window,
+            depth = PipelineDepth(batch) if task.get("window", "adaptive") == "adaptive" and batch > 1 else None
+            run = simulate_search(strategy, runner, task["cap"], batch_size=batch, stop_below=stop, depth=depth,
                                   early_stop=task.get("early_stop", True))
             if spec.kind == "optuna":  # cache the order and the measured compute, as for Kernel Tuner
                 out["anchor"] = _optuna_record(run, runner)
@@ -398,7 +400,7 @@ def build_labels(args: argparse.Namespace, workers: Sequence[int]) -> list[tuple
         if spec.kind != "ours":
             raise StrategyError(f"--strategies takes our strategies; use --kernel-tuner / --optuna for {text!r}")
         validate_spec(spec)
-        mark = "~" if args.window == "adaptive" else ""
+        mark = "+" if args.window == "full" else ""
         out.extend((f"{spec.label}{mark}@{w}", spec, w) for w in workers)
     if args.kernel_tuner != "none":
         if not anchors.have_kernel_tuner():
@@ -432,9 +434,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--optuna", action=argparse.BooleanOptionalAction, default=True, help="run optuna:tpe@1")
     p.add_argument("--anchor-runs", type=int, help="seeds for Kernel Tuner's strategies (default: --runs)")
     p.add_argument("--optuna-runs", type=int, help="seeds for optuna:tpe@1 (default: --anchor-runs; the slowest runs)")
-    p.add_argument("--window", choices=("full", "adaptive"), default="full",
-                   help="ours: pending proposals workers + 1 ('full'), or just enough to keep the device busy, "
-                        "1 + ceil(compile / device) from what was measured ('adaptive'; labels get '~')")
+    p.add_argument("--window", choices=("adaptive", "full"), default="adaptive",
+                   help="ours: pending proposals just enough to keep the device busy, 1 + ceil(compile / device) "
+                        "from what was measured, at most workers + 1, as the product does ('adaptive'), or always "
+                        "workers + 1 ('full'; labels get '+')")
     p.add_argument("--early-stop", action=argparse.BooleanOptionalAction, default=True,
                    help="ours stops timing hopeless candidates as the product does (default: on)")
     p.add_argument("--runs", type=int, default=20, help="seeds per (space, strategy) (default: %(default)s)")
@@ -533,7 +536,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "meta": {"command": " ".join(sys.argv), "runs": args.runs, "seed0": args.seed0, "workers": workers,
                  "anchor_runs": seeds_of["kernel_tuner"], "optuna_runs": seeds_of["optuna"],
                  "budget_factor": args.budget_factor, "min_budget": args.min_budget,
-                 "batch_size": "workers + 1 for ours; 1 for the anchors", "window": args.window,
+                 "batch_size": "ours: up to workers + 1 (see window); 1 for the anchors", "window": args.window,
                  "early_stop": args.early_stop,
                  "clock": "pytest_autotune.simulate: P compile workers, one serial device (verify + timed runs + "
                           "framework), host compute measured; anchors sequential",

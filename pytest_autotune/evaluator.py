@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from .measure import EarlyStop
+from .pipeline_depth import PipelineDepth
 from .results import FailureKind, Measurement
 from .space import SearchSpace
 from .strategies.base import Strategy
@@ -139,6 +140,10 @@ class Evaluator:
     ``prefetch(params)`` is called with the pending, not yet measured
     configurations whenever new ones were proposed (a compile pool starts
     on them).
+    ``depth`` (with ``batch_size`` above 1): keep only as many pending as the
+    measured stage costs need to keep the device busy
+    (:class:`~pytest_autotune.pipeline_depth.PipelineDepth`, at most ``batch_size``);
+    the strategy's batch size follows it.
     ``early_stop``: each measurement gets the cutoff of
     :meth:`~pytest_autotune.measure.EarlyStop.after_best` from the best fully
     timed value so far, as ``objective(params, stop=...)`` (the objective must
@@ -149,7 +154,8 @@ class Evaluator:
                  cache: Mapping[int, Measurement] | None = None,
                  on_record: Callable[[EvaluationRecord, "Evaluator"], None] | None = None,
                  clock: Callable[[], float] = time.perf_counter, seeds: Sequence[int] = (),
-                 batch_size: int = 1, prefetch: Prefetch | None = None, early_stop: bool = False):
+                 batch_size: int = 1, prefetch: Prefetch | None = None, early_stop: bool = False,
+                 depth: PipelineDepth | None = None):
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         self.space = space
@@ -165,6 +171,7 @@ class Evaluator:
         self.batch_size = int(batch_size)
         self.prefetch = prefetch
         self.early_stop = early_stop
+        self.depth = depth if self.batch_size > 1 else None
         self._best: float | None = None  # best fully timed value so far (the early-stop reference)
 
     @property
@@ -216,14 +223,22 @@ class Evaluator:
             if row in self._seen:
                 continue
             record = self._record(row, row, self._measure(row, row, row), 0.0)
+            self._follow_depth(batch, record)
             strategy.observed[row] = record.value
             strategy.transferred.add(row)
             batch.remember(row, record.value)
         return ""
 
+    def _follow_depth(self, batch: BatchSearch, record: EvaluationRecord) -> None:
+        """Resize the batch to the pipeline depth the measured stage costs call for (cached results cost nothing)."""
+        if self.depth is None or record.row in self.preloaded:
+            return
+        self.depth.observe_measurement(record.measurement)
+        batch.resize(min(self.depth.depth, self.batch_size))
+
     def _room(self, batch: BatchSearch) -> int:
         """How many more proposals may be pending: the batch size, and what is left of the evaluation budget."""
-        room = self.batch_size - len(batch.pending)
+        room = batch.batch_size - len(batch.pending)
         if self.budget.max_evaluations is not None:
             room = min(room, self.budget.max_evaluations - self.evaluations - len(batch.pending))
         return room
@@ -245,6 +260,8 @@ class Evaluator:
         batch = BatchSearch(strategy, max_evals if max_evals is not None else len(self.space), self.batch_size)
         self.history.strategy_seconds = batch.step_seconds
         self.history.strategy_cpu_seconds = batch.step_cpu_seconds
+        if self.depth is not None:
+            batch.resize(min(self.depth.depth, self.batch_size))
         reason = ""
         try:
             reason = self._run_seeds(strategy, batch, started)
@@ -261,6 +278,7 @@ class Evaluator:
                 key, row = self._key(proposal)
                 record = self._record(key, row, self._measure(key, row, proposal), batch.seconds(proposal))
                 batch.tell(proposal, record.value)
+                self._follow_depth(batch, record)
         finally:
             batch.close()
             self.history.stop_reason = reason

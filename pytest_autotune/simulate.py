@@ -45,11 +45,12 @@ from .datasets import COST_STAGES, RecordedSpace
 from .results import FailureKind
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .pipeline_depth import PipelineDepth
     from .runners.replay import ReplayRunner
     from .strategies.base import Strategy
 
 __all__ = ["Charge", "CostModel", "Pipeline", "Span", "CostCharger", "SimulatedRun", "simulate_search",
-           "keep_device_busy", "replay_sequence", "NO_DEVICE"]
+           "replay_sequence", "NO_DEVICE"]
 
 NO_DEVICE = frozenset({FailureKind.COMPILE, FailureKind.INVALID, FailureKind.RESOURCES})
 """Failures that never reach the device: the compiler (or a check before it) rejected the candidate."""
@@ -318,29 +319,9 @@ def _finish(run: SimulatedRun, pipeline: Pipeline, reason: str) -> SimulatedRun:
     return run
 
 
-def keep_device_busy(workers: int, warmup: int = 3) -> Callable[[SimulatedRun], int]:
-    """A pending window just deep enough to keep the device busy: ``1 + ceil(compile / device)``.
-
-    Medians of the evaluations measured so far, capped at ``workers + 1``;
-    ``workers + 1`` until ``warmup`` evaluations are in. Where the device
-    dominates (long timed runs) compiling ahead cannot help and speculative
-    proposals only cost evaluations, so the window stays small.
-    """
-    def window(run: SimulatedRun) -> int:
-        if len(run.device_s) < warmup:
-            return workers + 1
-        device = float(np.median([d for d in run.device_s if d > 0] or [0.0]))
-        compile_ = float(np.median(run.compile_s))
-        if device <= 0:
-            return workers + 1
-        return int(min(workers + 1, 1 + math.ceil(compile_ / device)))
-
-    return window
-
-
 def simulate_search(strategy: "Strategy", runner: "ReplayRunner", budget: int, *, batch_size: int = 1,
                     stop_below: float | None = None,
-                    window: Callable[[SimulatedRun], int] | None = None, early_stop: bool = False) -> SimulatedRun:
+                    depth: "PipelineDepth | None" = None, early_stop: bool = False) -> SimulatedRun:
     """Drive ``strategy`` as the evaluator does, on the runner's simulated clock.
 
     Up to ``batch_size`` proposals are pending; new ones are compiled ahead
@@ -348,8 +329,9 @@ def simulate_search(strategy: "Strategy", runner: "ReplayRunner", budget: int, *
     order and each result is told as it arrives. Ends when the strategy is
     done, after ``budget`` unique evaluations, or once a result at or below
     ``stop_below`` is known (what the evaluator cannot do, and a benchmark
-    needs). ``window(run)``, when given, limits the pending proposals below
-    ``batch_size`` from what the run has measured so far (:func:`keep_device_busy`). With
+    needs). ``depth``, when given, resizes the batch after each evaluation to
+    what the stage costs measured so far call for, as the evaluator does with a
+    compile pool (:class:`~pytest_autotune.pipeline_depth.PipelineDepth`, at most ``batch_size``). With
     ``early_stop``, each measurement gets the evaluator's early-stop cutoff
     (:meth:`~pytest_autotune.measure.EarlyStop.after_best` of the best fully timed value so far) and
     a stopped configuration is charged only the runs it made.
@@ -361,14 +343,15 @@ def simulate_search(strategy: "Strategy", runner: "ReplayRunner", budget: int, *
         raise ValueError("simulate_search needs a ReplayRunner with a clock (ReplayRunner(..., clock=P))")
     space = strategy.space
     search = BatchSearch(strategy, budget, batch_size)
+    if depth is not None:
+        search.resize(min(depth.depth, batch_size))
     run = SimulatedRun()
     runner.charger.restart_host_timer()
     reason = "budget of evaluations spent"
     best_timed: float | None = None  # the early-stop reference: best fully timed value so far
     try:
         while len(run.rows) < budget:
-            room = None if window is None else max(min(window(run), batch_size) - len(search.pending), 0)
-            asked = search.ask(room) if room != 0 else []
+            asked = search.ask()
             fresh = [row for row in (proposal_key(space, p)[1] for p in asked) if row >= 0]
             if fresh:
                 runner.prefetch([space.get(row) for row in fresh])
@@ -389,6 +372,9 @@ def simulate_search(strategy: "Strategy", runner: "ReplayRunner", budget: int, *
             run.compile_s.append(stages["compile"])
             run.device_s.append(sum(v for k, v in stages.items() if k != "compile"))
             search.tell(proposal, value)
+            if depth is not None and row >= 0:
+                depth.observe(run.compile_s[-1], run.device_s[-1])
+                search.resize(min(depth.depth, batch_size))
             run.rows.append(row)
             run.values.append(value)
             run.done_s.append(done)

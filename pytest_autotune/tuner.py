@@ -18,6 +18,7 @@ import numpy as np
 
 from .evaluator import Budget, EvaluationRecord, Evaluator, SearchHistory
 from .measure import TimingStats
+from .pipeline_depth import PipelineDepth
 from .results import Measurement
 from .runners.base import Runner, supports_profiling
 from .runners.compile_pool import compile_ahead, pipelined
@@ -161,9 +162,11 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
     seed_rows = [row for row in (space.find(dict(p)) for p in [*first, *seeds]) if row >= 0]
     with compile_ahead(runner, compile_workers) as compiling:
         batch_size, prefetch = pipelined(batch_size, prefetch, compiling, compile_workers)
+        # with a pool, only as many pending as keep the device busy (speculation costs search quality)
+        depth = PipelineDepth(batch_size) if compiling is not None else None
         evaluator = Evaluator(space, runner.evaluate, budget, cache=cache, on_record=on_record, seeds=seed_rows,
                               batch_size=batch_size, prefetch=prefetch,
-                              early_stop=early_stop and stops_early(runner))
+                              early_stop=early_stop and stops_early(runner), depth=depth)
         history = evaluator.run(search)
     ranked = history.ranked()
     if not ranked:

@@ -281,6 +281,30 @@ def test_isolated_worker_pauses_compilers_during_every_timed_window(c_cache: Pat
 
 
 @needs_gcc
+def test_tune_with_a_pool_keeps_only_the_depth_the_measured_costs_need(c_cache: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_autotune import tuner as tuner_module
+    from pytest_autotune.pipeline_depth import PipelineDepth
+
+    made: list[PipelineDepth] = []
+
+    class Spy(PipelineDepth):
+        def __init__(self, most: int, warmup: int = 3) -> None:
+            super().__init__(most, warmup)
+            made.append(self)
+
+    monkeypatch.setattr(tuner_module, "PipelineDepth", Spy)
+    with make_runner(spec(), measure=FAST) as runner:
+        tune(runner, PARAMS, strategy="brute_force", compile_workers=2, confirm_rounds=0, keep_outputs=False)
+        assert len(made) == 1 and made[0].most == 3  # a pool of 2: at most one on the device and two compiling
+        info = made[0].describe()
+        assert info["evaluations"] == 12  # every configuration's real costs, compile failures included
+        assert info["median_compile_s"] > 0 and info["median_device_s"] > 0
+        tune(runner, PARAMS, strategy="brute_force", compile_workers=1, confirm_rounds=0, keep_outputs=False)
+    assert len(made) == 1  # no pool: no depth, the batch size as given
+
+
+@needs_gcc
 def test_tune_with_workers_compiles_ahead_and_one_worker_compiles_inline(c_cache: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     from pytest_autotune import evaluator as evaluator_module

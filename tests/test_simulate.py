@@ -241,28 +241,24 @@ def test_the_product_evaluator_drives_the_clock_as_simulate_search_does(tmp_path
     assert via_evaluator.simulated_seconds == pytest.approx(0.338)  # sequentially: 0.317 + 0.05 + 0.121 = 0.488
 
 
-def test_the_adaptive_window_keeps_just_enough_pending_to_feed_the_device(tmp_path):
-    from pytest_autotune.simulate import SimulatedRun, keep_device_busy
+def test_a_depth_of_one_on_the_clock_is_sequential(tmp_path):
+    from pytest_autotune.pipeline_depth import PipelineDepth
 
-    window = keep_device_busy(workers=8, warmup=2)
-    run = SimulatedRun()
-    assert window(run) == 9  # nothing measured yet: the full window
-    run.compile_s, run.device_s = [0.3, 0.1], [0.02, 0.02]  # compile dominates: 1 + ceil(0.2 / 0.02) > 9
-    assert window(run) == 9
-    run.compile_s, run.device_s = [0.05, 0.05], [1.0, 1.0]  # the device dominates: one compiling ahead is enough
-    assert window(run) == 2
+    class One(PipelineDepth):
+        seen: list = []
+
+        @property
+        def depth(self):
+            self.seen.append(self._observed)
+            return 1  # never more than one pending: sequential
 
     rec = tiny_space(tmp_path)
     rows = [rec.row_of({"c": c}) for c in (1, 2, 3)]
-    seen = []
-
-    def spy(run):
-        seen.append(len(run.rows))
-        return 1  # never more than one pending: sequential
     runner = ReplayRunner(rec, clock=4)
     runner.charger.host_time = False
-    run = simulate_search(Fixed(rec.space, rows), runner, budget=10, batch_size=5, window=spy)
-    assert run.rows == rows and seen[:3] == [0, 1, 2]
+    depth = One(5, warmup=0)
+    run = simulate_search(Fixed(rec.space, rows), runner, budget=10, batch_size=5, depth=depth)
+    assert run.rows == rows and depth.seen[:3] == [0, 1, 2]  # sized before the start, then after each evaluation
     assert run.done_s == pytest.approx([0.121, 0.438, 0.488])  # no overlap: the sequential sums
     assert run.compile_s == pytest.approx([0.1, 0.3, 0.05]) and run.device_s == pytest.approx([0.021, 0.017, 0.0])
 

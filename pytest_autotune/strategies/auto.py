@@ -132,8 +132,10 @@ class Auto(Strategy):
     def search(self) -> SearchGenerator:
         self.delegate.budget = self.budget
         self.delegate.profiler = self.profiler
-        self.delegate.batch_size = self.batch_size
         return (yield from self.delegate.search())
+
+    def members(self) -> list[Strategy]:
+        return [self.delegate]
 
     def revise(self, row: int, value: float | None) -> None:
         self.delegate.revise(row, value)

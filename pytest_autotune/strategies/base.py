@@ -16,7 +16,7 @@ have seen in :attr:`Strategy.observed`.
 
 Batches (``batch_size`` above 1: a pipeline wants the next candidates before
 the current results are in). The strategy finds the batch size in
-:attr:`Strategy.batch_size` and may then
+:attr:`Strategy.batch_size` (which may change between two proposals) and may then
 
 * ``values = yield Batch([p1, p2, ...])``: propose several configurations at
   once and receive the list of their values, in order, when all are known
@@ -107,8 +107,27 @@ class Strategy:
         self.transferred: set[int] = set()
         self.profiler: Callable[[dict[str, Any]], dict[str, float]] | None = None
         self.budget: int = len(space)
-        # Configurations the evaluator keeps pending at once (see the module docstring); set by BatchSearch.
-        self.batch_size: int = 1
+        self._batch_size = 1
+
+    @property
+    def batch_size(self) -> int:
+        """Configurations the evaluator keeps pending at once (see the module docstring); set by BatchSearch.
+
+        It may change during a search (the evaluator keeps just enough pending
+        to keep the device busy, :mod:`pytest_autotune.pipeline_depth`), so a
+        strategy reads it where it decides, not once at the start.
+        """
+        return self._batch_size
+
+    @batch_size.setter
+    def batch_size(self, k: int) -> None:
+        self._batch_size = int(k)
+        for member in self.members():
+            member.batch_size = self._batch_size
+
+    def members(self) -> Sequence["Strategy"]:
+        """Strategies this one delegates to (``auto``, ``chain``): they share its batch size."""
+        return ()
 
     # -- the protocol --------------------------------------------------------------
     def search(self) -> SearchGenerator:

@@ -129,6 +129,17 @@ class BatchSearch:
             if row >= 0:
                 self.strategy.revise(row, value)
 
+    def resize(self, k: int) -> None:
+        """Keep up to ``k`` pending from now on (the strategy reads the new size at its next decision).
+
+        Proposals already pending stay; a smaller size only means fewer new ones until they are told.
+        """
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {k!r}")
+        if int(k) != self.batch_size:
+            self.batch_size = int(k)
+            self.strategy.batch_size = self.batch_size
+
     def remember(self, proposal: Proposal, value: float | None) -> None:
         """A result measured outside this search (a seed, an earlier run): proposing it again is free."""
         key, _ = proposal_key(self.space, proposal)

@@ -71,7 +71,7 @@ class Chain(Strategy):
     def search(self) -> SearchGenerator:
         first, then = self.phases
         for phase in self.phases:  # set late: auto rebinds ``observed``, the tuner sets ``profiler``
-            phase.observed, phase.profiler, phase.batch_size = self.observed, self.profiler, self.batch_size
+            phase.observed, phase.profiler = self.observed, self.profiler
             phase.transferred = self.transferred
         first.budget = min(self.budget, int(self.hp.evaluations))
         if first.budget > 0:
@@ -97,6 +97,9 @@ class Chain(Strategy):
                 yield Batch(proposed)
         then.budget = self.budget
         return (yield from then.search())
+
+    def members(self) -> list[Strategy]:
+        return self.phases
 
     def revise(self, row: int, value: float | None) -> None:
         for phase in self.phases:  # the first phase's stand-in may reach the second through ``observed``
