@@ -144,6 +144,10 @@ class Evaluator:
     measured stage costs need to keep the device busy
     (:class:`~pytest_autotune.pipeline_depth.PipelineDepth`, at most ``batch_size``);
     the strategy's batch size follows it.
+    ``first_ready(pending params) -> index`` (a compile pool's): which pending
+    configuration to measure next, the first compiled rather than the oldest,
+    so the device never waits behind one slow compile (results are told in
+    any order; without it, proposal order).
     ``early_stop``: each measurement gets the cutoff of
     :meth:`~pytest_autotune.measure.EarlyStop.after_best` from the best fully
     timed value so far, as ``objective(params, stop=...)`` (the objective must
@@ -155,7 +159,8 @@ class Evaluator:
                  on_record: Callable[[EvaluationRecord, "Evaluator"], None] | None = None,
                  clock: Callable[[], float] = time.perf_counter, seeds: Sequence[int] = (),
                  batch_size: int = 1, prefetch: Prefetch | None = None, early_stop: bool = False,
-                 depth: PipelineDepth | None = None):
+                 depth: PipelineDepth | None = None,
+                 first_ready: Callable[[list[dict[str, Any]]], int] | None = None):
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         self.space = space
@@ -172,6 +177,7 @@ class Evaluator:
         self.prefetch = prefetch
         self.early_stop = early_stop
         self.depth = depth if self.batch_size > 1 else None
+        self.first_ready = first_ready if self.batch_size > 1 else None
         self._best: float | None = None  # best fully timed value so far (the early-stop reference)
 
     @property
@@ -236,6 +242,18 @@ class Evaluator:
         self.depth.observe_measurement(record.measurement)
         batch.resize(min(self.depth.depth, self.batch_size))
 
+    def _next_pending(self, batch: BatchSearch) -> Any:
+        """The pending proposal to measure now: one that costs no device time (cached, outside the
+        restrictions) first, else the first compiled (``first_ready``), else the oldest."""
+        pending = batch.pending
+        if self.first_ready is None or len(pending) == 1:
+            return pending[0]
+        rows = [self._key(p)[1] for p in pending]
+        free = next((i for i, row in enumerate(rows) if row < 0 or row in self.preloaded), None)
+        if free is not None:
+            return pending[free]
+        return pending[self.first_ready([self.space.get(row) for row in rows])]
+
     def _room(self, batch: BatchSearch) -> int:
         """How many more proposals may be pending: the batch size, and what is left of the evaluation budget."""
         room = batch.batch_size - len(batch.pending)
@@ -274,7 +292,7 @@ class Evaluator:
                 if not batch.pending:
                     reason = batch.stop_reason or "strategy finished"
                     break
-                proposal = batch.pending[0]
+                proposal = self._next_pending(batch)
                 key, row = self._key(proposal)
                 record = self._record(key, row, self._measure(key, row, proposal), batch.seconds(proposal))
                 batch.tell(proposal, record.value)

@@ -199,6 +199,10 @@ class Pipeline:
     def compiled(self, key: Hashable) -> bool:
         return key in self._compiled
 
+    def ready_at(self, key: Hashable) -> float:
+        """When ``key``'s compile ends (0 when it was never started: it would be compiled on demand)."""
+        return self._compiled.get(key, 0.0)
+
     def measure(self, key: Hashable, seconds: float, reaches_device: bool = True) -> tuple[float, float]:
         """The host waits for ``key``'s compile, then for the device to run it; returns the device (start, end)."""
         ready = self._compiled.get(key)
@@ -257,6 +261,14 @@ class CostCharger:
             if row >= 0:
                 self.pipeline.compile(row, self.model.charge(row).compile)
         self._done()
+
+    def first_ready(self, rows: Sequence[int]) -> int:
+        """Index of the row the device takes next, as a compile pool picks it: the earliest proposed of
+        those compiled by the time the device is free, else the one whose compile ends first. A row
+        nobody prefetched, or one outside the space, is ready at once (compiled when measured, or rejected)."""
+        ready = [self.pipeline.ready_at(int(row)) if int(row) >= 0 else 0.0 for row in rows]
+        free = max(self.pipeline.now, self.pipeline.device_free)
+        return next((i for i, t in enumerate(ready) if t <= free), int(np.argmin(ready)))
 
     def charge(self, row: int, iterations: int | None = None) -> dict[str, Any]:
         """Measure ``row`` on the simulated machine (compiling it first if nobody prefetched it).
@@ -321,12 +333,14 @@ def _finish(run: SimulatedRun, pipeline: Pipeline, reason: str) -> SimulatedRun:
 
 def simulate_search(strategy: "Strategy", runner: "ReplayRunner", budget: int, *, batch_size: int = 1,
                     stop_below: float | None = None,
-                    depth: "PipelineDepth | None" = None, early_stop: bool = False) -> SimulatedRun:
+                    depth: "PipelineDepth | None" = None, early_stop: bool = False,
+                    ready_first: bool = True) -> SimulatedRun:
     """Drive ``strategy`` as the evaluator does, on the runner's simulated clock.
 
     Up to ``batch_size`` proposals are pending; new ones are compiled ahead
-    (``runner.prefetch``), pending ones are measured one at a time in proposal
-    order and each result is told as it arrives. Ends when the strategy is
+    (``runner.prefetch``), pending ones are measured one at a time, the
+    first compiled first (``ready_first``; else in proposal order), and each
+    result is told as it arrives. Ends when the strategy is
     done, after ``budget`` unique evaluations, or once a result at or below
     ``stop_below`` is known (what the evaluator cannot do, and a benchmark
     needs). ``depth``, when given, resizes the batch after each evaluation to
@@ -358,7 +372,9 @@ def simulate_search(strategy: "Strategy", runner: "ReplayRunner", budget: int, *
             if not search.pending:
                 reason = search.stop_reason or "strategy finished"
                 break
-            proposal = search.pending[0]
+            pending = search.pending
+            rows = [proposal_key(space, p)[1] for p in pending]
+            proposal = pending[runner.charger.first_ready(rows) if ready_first else 0]
             row = proposal_key(space, proposal)[1]
             if row >= 0:
                 cutoff = EarlyStop.after_best(best_timed) if early_stop else None

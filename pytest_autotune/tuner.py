@@ -163,10 +163,12 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
     with compile_ahead(runner, compile_workers) as compiling:
         batch_size, prefetch = pipelined(batch_size, prefetch, compiling, compile_workers)
         # with a pool, only as many pending as keep the device busy (speculation costs search quality)
+        # and the device takes whichever pending candidate is compiled first
         depth = PipelineDepth(batch_size) if compiling is not None else None
+        first_ready = getattr(runner, "first_ready", None) if compiling is not None else None
         evaluator = Evaluator(space, runner.evaluate, budget, cache=cache, on_record=on_record, seeds=seed_rows,
                               batch_size=batch_size, prefetch=prefetch,
-                              early_stop=early_stop and stops_early(runner), depth=depth)
+                              early_stop=early_stop and stops_early(runner), depth=depth, first_ready=first_ready)
         history = evaluator.run(search)
     ranked = history.ranked()
     if not ranked:

@@ -180,6 +180,33 @@ def test_pause_stops_running_compilers_and_holds_new_ones(tmp_path: Path) -> Non
     assert pool.processes.running == 0
 
 
+class NapStage:
+    """A compile stage that takes params["s"] seconds."""
+
+    pause_while_timing = False
+
+    def compile(self, params: Any, processes: CompilerProcesses) -> CompiledArtefact:
+        time.sleep(params["s"])
+        return CompiledArtefact(True, path="x", symbol="x")
+
+
+def test_first_ready_is_the_first_compiled_not_the_oldest() -> None:
+    pool = CompilePool(NapStage(), workers=2)
+    try:
+        slow, fast = {"s": 1.5, "i": 0}, {"s": 0.01, "i": 1}
+        pool.submit([slow, fast])
+        assert pool.first_ready([slow, fast]) == 1  # the device does not wait behind the slow compile
+        assert pool.take(fast).ok
+        started = time.monotonic()
+        assert pool.first_ready([slow]) == 0  # none ready: it waits for one
+        assert time.monotonic() - started > 0.5
+        assert pool.first_ready([{"s": 9, "i": 2}, slow]) == 0  # never submitted: compiled by the device stage
+        with pytest.raises(ValueError, match="at least one"):
+            pool.first_ready([])
+    finally:
+        pool.close()
+
+
 def test_take_of_a_configuration_never_submitted_is_none(tmp_path: Path) -> None:
     pool = CompilePool(SleepStage(tmp_path), workers=1)
     try:
@@ -313,7 +340,8 @@ def test_tune_with_workers_compiles_ahead_and_one_worker_compiles_inline(c_cache
     original = evaluator_module.Evaluator.__init__
 
     def spy(self: Any, *args: Any, **kwargs: Any) -> None:
-        seen.append({"batch_size": kwargs.get("batch_size", 1), "prefetch": kwargs.get("prefetch")})
+        seen.append({"batch_size": kwargs.get("batch_size", 1), "prefetch": kwargs.get("prefetch"),
+                     "first_ready": kwargs.get("first_ready")})
         original(self, *args, **kwargs)
 
     monkeypatch.setattr(evaluator_module.Evaluator, "__init__", spy)
@@ -323,9 +351,11 @@ def test_tune_with_workers_compiles_ahead_and_one_worker_compiles_inline(c_cache
         assert runner.compile_pool is None  # closed when the search ended
         one = tune(runner, PARAMS, strategy="brute_force", compile_workers=1, confirm_rounds=0, keep_outputs=False)
     assert seen[0]["batch_size"] == 3 and seen[0]["prefetch"] is not None
-    assert seen[1] == {"batch_size": 1, "prefetch": None}  # one worker: today's evaluator and inline compiles
+    assert seen[0]["first_ready"] is not None  # the device takes whichever candidate is compiled first
+    assert seen[1] == {"batch_size": 1, "prefetch": None, "first_ready": None}  # one worker: today's inline compiles
     records = result.history.records
-    assert [r.params for r in records] == [r.params for r in one.history.records]
+    # the same configurations; with a pool the device takes whichever is compiled first, so the order may differ
+    assert sorted(map(repr, (r.params for r in records))) == sorted(map(repr, (r.params for r in one.history.records)))
     kinds = {tuple(sorted(r.params.items())): r.measurement.failure for r in records}
     assert kinds == {tuple(sorted(r.params.items())): r.measurement.failure for r in one.history.records}
     assert all("load_s" in r.measurement.timings for r in records if r.measurement.failure is not FailureKind.COMPILE)

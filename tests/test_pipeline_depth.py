@@ -103,3 +103,21 @@ def test_batch_size_one_without_a_pool_is_unchanged_by_a_depth() -> None:
     evaluator = Evaluator(space, device_bound, budget=6, batch_size=1, depth=PipelineDepth(5, warmup=0))
     evaluator.run(walk)
     assert evaluator.depth is None and set(walk.sizes) == {1}  # today's sequential search, exactly
+
+
+def test_the_evaluator_measures_the_pending_configuration_first_ready_names() -> None:
+    space = SearchSpace({"x": list(range(1, 5))})
+    asked: list[list[int]] = []
+
+    def newest(configs: list[dict[str, Any]]) -> int:
+        asked.append([c["x"] for c in configs])
+        return len(configs) - 1
+
+    history = Evaluator(space, device_bound, budget=4, batch_size=4, first_ready=newest).run(Walk(space))
+    assert [r.params["x"] for r in history.records] == [4, 3, 2, 1]
+    assert asked[0] == [1, 2, 3, 4]
+    cached = {1: device_bound({"x": 2})}  # a cached result costs no device time: taken before any other
+    history = Evaluator(space, device_bound, budget=4, batch_size=4, first_ready=newest, cache=cached).run(Walk(space))
+    assert [r.params["x"] for r in history.records] == [2, 4, 3, 1]
+    one = Evaluator(space, device_bound, budget=4, batch_size=1, first_ready=newest).run(Walk(space))
+    assert [r.params["x"] for r in one.records] == [1, 2, 3, 4]  # batch size 1: nothing to choose from

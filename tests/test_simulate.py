@@ -228,17 +228,23 @@ def test_the_product_evaluator_drives_the_clock_as_simulate_search_does(tmp_path
     via_evaluator = ReplayRunner(rec, clock=2)
     via_evaluator.charger.host_time = False
     history = Evaluator(rec.space, via_evaluator.evaluate, budget=10, batch_size=3,
-                        prefetch=via_evaluator.prefetch).run(Fixed(rec.space, rows))
-    assert [r.row for r in history.records] == rows
+                        prefetch=via_evaluator.prefetch, first_ready=via_evaluator.first_ready).run(Fixed(rec.space, rows))
+    # c=2 (300 ms) and c=3 (50 ms) compile at once, c=1 after c=3 on the same worker (50 .. 150 ms). The device
+    # takes whichever is compiled first: c=3 at 50 ms (failed: no device time), c=1 150 .. 171, c=2 300 .. 317
+    assert [r.row for r in history.records] == [rows[1], rows[2], rows[0]]
     direct = ReplayRunner(rec, clock=2)
     direct.charger.host_time = False
     run = simulate_search(Fixed(rec.space, rows), direct, budget=10, batch_size=3)
+    assert run.rows == [r.row for r in history.records]
     done = [r.measurement.extra["simulated"]["done_s"] for r in history.records]
     assert done == pytest.approx(run.done_s)
-    # c=2 (300 ms) and c=3 (50 ms) compile at once, c=1 after c=3 on the same worker (50 .. 150 ms):
-    # c=2 is measured 300 .. 317, c=3 failed (no device), c=1's device work 317 .. 338
-    assert run.done_s == pytest.approx([0.317, 0.317, 0.338])
-    assert via_evaluator.simulated_seconds == pytest.approx(0.338)  # sequentially: 0.317 + 0.05 + 0.121 = 0.488
+    assert run.done_s == pytest.approx([0.05, 0.171, 0.317])
+    assert via_evaluator.simulated_seconds == pytest.approx(0.317)  # sequentially: 0.317 + 0.05 + 0.121 = 0.488
+    # in proposal order the device waits for c=2 first: c=2 300 .. 317, c=3 at once, c=1 317 .. 338
+    in_order = ReplayRunner(rec, clock=2)
+    in_order.charger.host_time = False
+    run = simulate_search(Fixed(rec.space, rows), in_order, budget=10, batch_size=3, ready_first=False)
+    assert run.rows == rows and run.done_s == pytest.approx([0.317, 0.317, 0.338])
 
 
 def test_a_depth_of_one_on_the_clock_is_sequential(tmp_path):

@@ -224,3 +224,64 @@ def test_guided_annealing_is_reproducible_valid_and_finds_the_bowl(sparse_space,
 def test_guide_hyperparameters_are_validated(sparse_space, field, value):
     with pytest.raises(StrategyError, match=repr(field)):
         make_strategy({"name": "simulated_annealing", field: value}, sparse_space)
+
+
+# -- the asynchronous walk (batch size above 1) -----------------------------------------------------------------
+
+
+def drive(strategy, space, objective, budget: int, batch_size: int, newest_first: bool = True):
+    """A pipeline stand-in: keep ``batch_size`` pending, tell one result at a time (the newest first: results
+    arrive out of order). Returns how many proposals were pending at each measurement and the best value."""
+    from pytest_autotune.strategies.batch import BatchSearch
+
+    search = BatchSearch(strategy, budget, batch_size)
+    depths, best = [], float("inf")
+    try:
+        while search.evaluated < budget:
+            search.ask()
+            if not search.pending:
+                break
+            depths.append(len(search.pending))
+            proposal = search.pending[-1 if newest_first else 0]
+            value = objective(space.get(int(proposal))).value
+            best = min(best, value)
+            search.tell(proposal, value)
+    finally:
+        search.close()
+    return depths, best
+
+
+def test_the_asynchronous_walk_keeps_the_pipeline_full_and_still_descends(box_space):
+    objective = bowl(box_space)
+    optimum = min(objective(box_space.get(r)).value for r in range(len(box_space)))
+    spec = {"name": "simulated_annealing", "start_samples": 4}
+    async_depths, async_best = drive(make_strategy(spec, box_space, seed=3), box_space, objective, 120, 4)
+    sync_depths, _ = drive(make_strategy({**spec, "asynchronous": False}, box_space, seed=3), box_space,
+                           objective, 120, 4)
+    full = lambda depths: np.mean([d == 4 for d in depths])  # noqa: E731
+    # a synchronous step drains the pipeline before its next step; the asynchronous walk refills it at once
+    assert full(async_depths) > 0.9 and full(async_depths) > full(sync_depths) + 0.2, (full(async_depths),
+                                                                                        full(sync_depths))
+    assert async_best <= optimum * 1.05  # moving on results that arrive out of order still finds the bowl's floor
+
+
+def test_an_arriving_result_moves_the_walk_only_when_it_should(box_space):
+    sa = make_strategy({"name": "simulated_annealing", "t_start": 1e-9, "t_end": 1e-9}, box_space, seed=0)
+    sa.batch_size = 4
+    search = sa.run(len(box_space))
+    next(search)  # the walk sets up (its first start sample is out)
+    from pytest_autotune.strategies.local import _Walk
+
+    here, there, elsewhere = 0, 1, 2
+    sa._walk = _Walk(here, 10.0, best_v=10.0, best_at=0, gain=0.0)
+    sa._out = {there: here, elsewhere: 5}
+    sa.revise(elsewhere, 11.0)  # worse, proposed from a point the walk has left: no move
+    assert sa._walk.cur == here and elsewhere not in sa._out
+    sa.revise(there, 8.0)  # better: the walk moves there and the best improves
+    assert (sa._walk.cur, sa._walk.cur_v, sa._walk.best_v) == (there, 8.0, 8.0)
+    search.close()
+
+
+def test_asynchronous_must_be_a_boolean(box_space):
+    with pytest.raises(StrategyError, match="asynchronous"):
+        make_strategy({"name": "simulated_annealing", "asynchronous": "yes"}, box_space)

@@ -30,7 +30,7 @@ import signal
 import subprocess
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
@@ -318,6 +318,21 @@ class CompilePool:
         """Whether ``params`` was submitted and not taken yet."""
         with self._lock:
             return config_key(params) in self._jobs
+
+    def first_ready(self, configurations: Sequence[Mapping[str, Any]]) -> int:
+        """Index of the configuration the device stage should take next: the first whose compile is done.
+
+        Waits until one is when none is yet. A configuration never submitted counts as ready (the device
+        stage compiles it itself), so the device never idles behind one slow compile while another waits.
+        """
+        if not configurations:
+            raise ValueError("first_ready needs at least one configuration")
+        with self._lock:
+            jobs = [self._jobs.get(config_key(params)) for params in configurations]
+        if any(job is None for job in jobs):
+            return next(i for i, job in enumerate(jobs) if job is None)
+        done, _ = wait(jobs, return_when=FIRST_COMPLETED)  # type: ignore[arg-type]
+        return next(i for i, job in enumerate(jobs) if job in done)
 
     def take(self, params: Mapping[str, Any]) -> CompiledArtefact | None:
         """The artefact of a submitted configuration (waiting for its compile), else None."""

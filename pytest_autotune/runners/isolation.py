@@ -473,6 +473,11 @@ class HostedRunner:
         if self._pool is not None:
             self._pool.submit(configurations)
 
+    def first_ready(self, configurations: list[dict[str, Any]]) -> int:
+        """Which of the pending ``configurations`` to evaluate next: the first compiled (the evaluator's hook)."""
+        pool = getattr(self, "_pool", None)
+        return pool.first_ready(configurations) if pool is not None else 0
+
     def stop_compile_ahead(self) -> None:
         pool, self._pool = getattr(self, "_pool", None), None
         if pool is not None:

@@ -191,6 +191,12 @@ class ReplayRunner:
         if self.charger is not None:
             self.charger.prefetch([self._row(p) if isinstance(p, Mapping) else -1 for p in configs])
 
+    def first_ready(self, configs: list[Mapping[str, Any]]) -> int:
+        """Which pending configuration the simulated device takes next: the first compiled (0 without a clock)."""
+        if self.charger is None:
+            return 0
+        return self.charger.first_ready([self._row(p) if isinstance(p, Mapping) else -1 for p in configs])
+
     @property
     def simulated_seconds(self) -> float:
         """Simulated wall time so far (0 without a clock)."""
