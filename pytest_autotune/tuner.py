@@ -139,8 +139,11 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
     samples, which also become its statistics. The winner is then measured
     once more with its outputs kept, so the caller gets fresh outputs.
 
-    ``batch_size`` configurations are kept pending at once and ``prefetch``
-    is handed them as they are proposed (see :class:`Evaluator`).
+    Up to ``batch_size`` configurations are kept pending at once and
+    ``prefetch`` is handed them as they are proposed (see :class:`Evaluator`);
+    with a prefetch (or a compile pool) only as many as keep the device busy
+    (:mod:`~pytest_autotune.pipeline_depth`), and the runner's
+    ``first_ready`` picks which pending one is measured next.
     ``early_stop`` (and the runner's ``measure.early_stop``): a configuration
     whose first timed runs are far slower than the best so far stops being
     timed (:class:`~pytest_autotune.measure.EarlyStop`); it is flagged, its
@@ -162,10 +165,11 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
     seed_rows = [row for row in (space.find(dict(p)) for p in [*first, *seeds]) if row >= 0]
     with compile_ahead(runner, compile_workers) as compiling:
         batch_size, prefetch = pipelined(batch_size, prefetch, compiling, compile_workers)
-        # with a pool, only as many pending as keep the device busy (speculation costs search quality)
-        # and the device takes whichever pending candidate is compiled first
-        depth = PipelineDepth(batch_size) if compiling is not None else None
-        first_ready = getattr(runner, "first_ready", None) if compiling is not None else None
+        # compiling ahead (a pool, or the caller's prefetch): only as many pending as keep the device busy
+        # (speculation costs search quality), and the device takes whichever candidate is compiled first
+        ahead = compiling is not None or (prefetch is not None and batch_size > 1)
+        depth = PipelineDepth(batch_size) if ahead else None
+        first_ready = getattr(runner, "first_ready", None) if ahead else None
         evaluator = Evaluator(space, runner.evaluate, budget, cache=cache, on_record=on_record, seeds=seed_rows,
                               batch_size=batch_size, prefetch=prefetch,
                               early_stop=early_stop and stops_early(runner), depth=depth, first_ready=first_ready)

@@ -121,3 +121,28 @@ def test_the_evaluator_measures_the_pending_configuration_first_ready_names() ->
     assert [r.params["x"] for r in history.records] == [2, 4, 3, 1]
     one = Evaluator(space, device_bound, budget=4, batch_size=1, first_ready=newest).run(Walk(space))
     assert [r.params["x"] for r in one.records] == [1, 2, 3, 4]  # batch size 1: nothing to choose from
+
+
+def test_tune_with_a_prefetch_pipelines_as_a_compile_pool_does(spaces_dir, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's simulated-clock example: tune(replay runner with a clock, batch_size, prefetch)."""
+    from pytest_autotune import evaluator as evaluator_module
+    from pytest_autotune import tune
+    from pytest_autotune.runners.replay import ReplayRunner
+
+    path = spaces_dir / "kerneltuner" / "gemm_RTX_3090.json.gz"
+    if not path.exists():
+        pytest.skip(f"{path} not found")
+    seen: list[dict[str, Any]] = []
+    original = evaluator_module.Evaluator.__init__
+
+    def spy(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        seen.append({"depth": self.depth, "first_ready": kwargs.get("first_ready")})
+
+    monkeypatch.setattr(evaluator_module.Evaluator, "__init__", spy)
+    runner = ReplayRunner(path, clock=8)
+    tune(runner, params=runner.recorded.params, restrictions=runner.recorded.restrictions, strategy="auto",
+         budget=30, seed=0, batch_size=9, prefetch=runner.prefetch, keep_outputs=False, confirm_rounds=0)
+    depth = seen[0]["depth"]
+    assert seen[0]["first_ready"] == runner.first_ready
+    assert depth.most == 9 and depth.depth == 2  # GEMM: timed far longer than it compiles, one compiling ahead
