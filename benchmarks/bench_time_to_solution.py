@@ -15,7 +15,9 @@ through the replay runner's clock and the batch search: P compile workers
 compile ahead, one device verifies and times, and as many proposals are
 pending as keep the device busy (:mod:`pytest_autotune.pipeline_depth`, at
 most P + 1: one on the device, one per compile worker), as the product does;
-labels ``auto@8``, ``bayes@1`` (``--window full``: always P + 1, ``auto+@8``).
+the device takes whichever pending candidate is compiled first; labels
+``auto@8``, ``bayes@1`` (``--window full``: always P + 1, ``auto+@8``;
+``--order proposal``: the oldest pending first, ``auto=@8``).
 
 The anchors run sequentially, as they do: each evaluation costs its compile,
 verification, all its timed runs and framework overhead, one after another,
@@ -162,6 +164,7 @@ def run_task(task: Mapping[str, Any]) -> dict[str, Any]:
             batch = 1 if spec.kind == "optuna" else workers + 1
             depth = PipelineDepth(batch) if task.get("window", "adaptive") == "adaptive" and batch > 1 else None
             run = simulate_search(strategy, runner, task["cap"], batch_size=batch, stop_below=stop, depth=depth,
+                                  ready_first=task.get("order", "first-ready") == "first-ready",
                                   early_stop=task.get("early_stop", True))
             if spec.kind == "optuna":  # cache the order and the measured compute, as for Kernel Tuner
                 out["anchor"] = _optuna_record(run, runner)
@@ -400,7 +403,7 @@ def build_labels(args: argparse.Namespace, workers: Sequence[int]) -> list[tuple
         if spec.kind != "ours":
             raise StrategyError(f"--strategies takes our strategies; use --kernel-tuner / --optuna for {text!r}")
         validate_spec(spec)
-        mark = "+" if args.window == "full" else ""
+        mark = ("+" if args.window == "full" else "") + ("=" if args.order == "proposal" else "")
         out.extend((f"{spec.label}{mark}@{w}", spec, w) for w in workers)
     if args.kernel_tuner != "none":
         if not anchors.have_kernel_tuner():
@@ -438,6 +441,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="ours: pending proposals just enough to keep the device busy, 1 + ceil(compile / device) "
                         "from what was measured, at most workers + 1, as the product does ('adaptive'), or always "
                         "workers + 1 ('full'; labels get '+')")
+    p.add_argument("--order", choices=("first-ready", "proposal"), default="first-ready",
+                   help="ours: the device takes the first compiled pending candidate, as the product does "
+                        "('first-ready'), or the oldest ('proposal'; labels get '=')")
     p.add_argument("--early-stop", action=argparse.BooleanOptionalAction, default=True,
                    help="ours stops timing hopeless candidates as the product does (default: on)")
     p.add_argument("--runs", type=int, default=20, help="seeds per (space, strategy) (default: %(default)s)")
@@ -490,7 +496,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for seed in seeds[:seeds_of.get(spec.kind, args.runs)]:
                 cap = cap_of(s, args.budget_factor, args.min_budget)
                 task = {"space": s.name, "path": str(f), "label": label, "spec": spec, "workers": w, "seed": seed,
-                        "cap": cap, "window": args.window, "early_stop": args.early_stop}
+                        "cap": cap, "window": args.window, "order": args.order, "early_stop": args.early_stop}
                 if spec.is_anchor:
                     task["key"] = AnchorCache.key(s, spec, seed, cap)
                     task["cached"] = cache.entries.get(task["key"])
@@ -537,6 +543,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                  "anchor_runs": seeds_of["kernel_tuner"], "optuna_runs": seeds_of["optuna"],
                  "budget_factor": args.budget_factor, "min_budget": args.min_budget,
                  "batch_size": "ours: up to workers + 1 (see window); 1 for the anchors", "window": args.window,
+                 "order": args.order,
                  "early_stop": args.early_stop,
                  "clock": "pytest_autotune.simulate: P compile workers, one serial device (verify + timed runs + "
                           "framework), host compute measured; anchors sequential",
