@@ -180,30 +180,35 @@ def test_pause_stops_running_compilers_and_holds_new_ones(tmp_path: Path) -> Non
     assert pool.processes.running == 0
 
 
-class NapStage:
-    """A compile stage that takes params["s"] seconds."""
+class GatedStage:
+    """A compile stage whose "slow" configurations finish only once the test opens the gate."""
 
     pause_while_timing = False
 
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+
     def compile(self, params: Any, processes: CompilerProcesses) -> CompiledArtefact:
-        time.sleep(params["s"])
+        if params["slow"]:
+            assert self.gate.wait(30)
         return CompiledArtefact(True, path="x", symbol="x")
 
 
 def test_first_ready_is_the_first_compiled_not_the_oldest() -> None:
-    pool = CompilePool(NapStage(), workers=2)
+    stage = GatedStage()
+    pool = CompilePool(stage, workers=2)
     try:
-        slow, fast = {"s": 1.5, "i": 0}, {"s": 0.01, "i": 1}
+        slow, fast = {"slow": True, "i": 0}, {"slow": False, "i": 1}
         pool.submit([slow, fast])
         assert pool.first_ready([slow, fast]) == 1  # the device does not wait behind the slow compile
         assert pool.take(fast).ok
-        started = time.monotonic()
-        assert pool.first_ready([slow]) == 0  # none ready: it waits for one
-        assert time.monotonic() - started > 0.5
-        assert pool.first_ready([{"s": 9, "i": 2}, slow]) == 0  # never submitted: compiled by the device stage
+        threading.Timer(0.3, stage.gate.set).start()
+        assert pool.first_ready([slow]) == 0 and stage.gate.is_set()  # none ready: it waited for one
+        assert pool.first_ready([{"slow": True, "i": 2}, slow]) == 0  # never submitted: the device stage compiles it
         with pytest.raises(ValueError, match="at least one"):
             pool.first_ready([])
     finally:
+        stage.gate.set()
         pool.close()
 
 
