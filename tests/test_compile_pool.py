@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -295,9 +296,14 @@ def test_isolated_worker_pauses_compilers_during_every_timed_window(c_cache: Pat
                 for group in list(pool.processes._groups):
                     for pid in _process_tree(group):  # gcc and what it runs (cc1, as, ld)
                         try:
-                            states.append(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0])
+                            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                            pending = [int(line.split()[1], 16) for line in Path(f"/proc/{pid}/status").read_text()
+                                       .splitlines() if line.startswith(("SigPnd:", "ShdPnd:"))]
                         except OSError:
-                            pass  # finished meanwhile
+                            continue  # finished meanwhile
+                        # runnable with a SIGSTOP pending (a busy machine has not scheduled it yet): it stops
+                        # before it runs another instruction of its own
+                        states.append("T" if any(m & (1 << (signal.SIGSTOP - 1)) for m in pending) else state)
                 windows.append(states)
                 yield
 

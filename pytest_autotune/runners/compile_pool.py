@@ -140,13 +140,30 @@ def _process_tree(pid: int) -> list[int]:
     return tree
 
 
+_SIGSTOP_BIT = 1 << (signal.SIGSTOP - 1)
+
+
+def _stop_pending(pid: int) -> bool:
+    """Whether a SIGSTOP is pending for ``pid`` (``/proc/<pid>/status``): it stops before it runs another
+    instruction of its own. On a busy machine a runnable process can wait a while for the CPU that would
+    let it take the signal; it is off the CPU all that time."""
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            masks = [int(line.split()[1], 16) for line in handle if line.startswith(("SigPnd:", "ShdPnd:"))]
+    except (OSError, IndexError, ValueError):
+        return False
+    return any(mask & _SIGSTOP_BIT for mask in masks)
+
+
 def _stopped(pid: int) -> bool:
-    """Whether ``pid`` is held off the CPU (``/proc/<pid>/stat``; True when gone or where there is no /proc)."""
+    """Whether ``pid`` is held off the CPU: stopped (``/proc/<pid>/stat``), or about to stop with a SIGSTOP
+    pending; True when gone or where there is no /proc."""
     try:
         with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] in _STOPPED_STATES
+            state = handle.read().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
         return True
+    return state in _STOPPED_STATES or _stop_pending(pid)
 
 
 class CompilerProcesses:
