@@ -21,13 +21,19 @@ design that does not depend on results anyway.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
 from .results import Measurement
 
-__all__ = ["PipelineDepth", "stage_seconds"]
+__all__ = ["PipelineDepth", "split_stages", "stage_seconds"]
+
+
+def split_stages(stages: Mapping[str, float]) -> tuple[float, float]:
+    """(compile, device) seconds of the simulated clock's per-stage charge (every stage but compile is on
+    the device)."""
+    return float(stages["compile"]), float(sum(v for k, v in stages.items() if k != "compile"))
 
 
 def stage_seconds(measurement: Measurement) -> tuple[float, float] | None:
@@ -36,10 +42,9 @@ def stage_seconds(measurement: Measurement) -> tuple[float, float] | None:
     The simulated clock's charge where there is one (the replay runner), else the
     runner's own timings: ``compile_s``, and ``verify_s`` + ``bench_s`` on the device.
     """
-    simulated = measurement.extra.get("simulated") if isinstance(measurement.extra, dict) else None
+    simulated = measurement.extra.get("simulated")
     if simulated is not None:
-        stages = simulated["stages_s"]
-        return float(stages["compile"]), float(sum(v for k, v in stages.items() if k != "compile"))
+        return split_stages(simulated["stages_s"])
     timings = measurement.timings
     if "compile_s" not in timings and "bench_s" not in timings:
         return None

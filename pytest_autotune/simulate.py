@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterable, Sequence
 import numpy as np
 
 from .datasets import COST_STAGES, RecordedSpace
+from .pipeline_depth import split_stages
 from .results import FailureKind
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -382,14 +383,14 @@ def simulate_search(strategy: "Strategy", runner: "ReplayRunner", budget: int, *
                 value, simulated = (m.value if m.ok else None), m.extra["simulated"]
                 if value is not None and not m.early_stopped and (best_timed is None or value < best_timed):
                     best_timed = value
-                done, stages = simulated["done_s"], simulated["stages_s"]
+                done, (compile_s, device_s) = simulated["done_s"], split_stages(simulated["stages_s"])
             else:  # outside the restrictions: rejected before compiling, at no cost
-                value, done, stages = None, runner.charger.pipeline.now, {"compile": 0.0}
-            run.compile_s.append(stages["compile"])
-            run.device_s.append(sum(v for k, v in stages.items() if k != "compile"))
+                value, done, compile_s, device_s = None, runner.charger.pipeline.now, 0.0, 0.0
+            run.compile_s.append(compile_s)
+            run.device_s.append(device_s)
             search.tell(proposal, value)
             if depth is not None and row >= 0:
-                depth.observe(run.compile_s[-1], run.device_s[-1])
+                depth.observe(compile_s, device_s)
                 search.resize(min(depth.depth, batch_size))
             run.rows.append(row)
             run.values.append(value)
@@ -419,8 +420,9 @@ def replay_sequence(recorded: RecordedSpace, rows: Sequence[int], think_s: Seque
         charger.pipeline.think(think)
         charged = charger.charge(int(row))
         done = charged["done_s"]
-        run.compile_s.append(charged["stages_s"]["compile"])
-        run.device_s.append(sum(v for k, v in charged["stages_s"].items() if k != "compile"))
+        compile_s, device_s = split_stages(charged["stages_s"])
+        run.compile_s.append(compile_s)
+        run.device_s.append(device_s)
         value = None if row < 0 or recorded.failures[row] is not None else float(recorded.times[row])
         run.rows.append(int(row))
         run.values.append(value)

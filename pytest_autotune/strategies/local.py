@@ -370,6 +370,11 @@ class _Walk:
     best_at: int  # evaluations when the best last improved by ``gain``
     gain: float
 
+    def note(self, value: float | None, evaluations: int) -> None:
+        """A result, for the best's progress (what the stale-walk restarts count from)."""
+        if _improves(value, self.best_v, self.gain):
+            self.best_v, self.best_at = value, evaluations  # type: ignore[assignment]
+
 
 @register
 class SimulatedAnnealing(_LocalSearch):
@@ -591,8 +596,7 @@ class SimulatedAnnealing(_LocalSearch):
                 if state is None:
                     return
                 w.cur, w.cur_v = state
-                if _improves(w.cur_v, w.best_v, w.gain):
-                    w.best_v, w.best_at = w.cur_v, len(self.observed)
+                w.note(w.cur_v, len(self.observed))
                 continue
             if self.batch_size > 1 and not self.hp.asynchronous:
                 yield from self._step_batch(todo)
@@ -605,8 +609,7 @@ class SimulatedAnnealing(_LocalSearch):
                     self._arrived(n, v)
                 continue
             v = yield n
-            if _improves(v, w.best_v, w.gain):
-                w.best_v, w.best_at = v, len(self.observed)
+            w.note(v, len(self.observed))
             if self._accept(v, w.cur_v):
                 w.cur, w.cur_v = n, float(v)  # type: ignore[arg-type]
 
@@ -617,8 +620,7 @@ class SimulatedAnnealing(_LocalSearch):
         w = self._walk
         if value is None or w is None:
             return
-        if _improves(value, w.best_v, w.gain):
-            w.best_v, w.best_at = value, len(self.observed)
+        w.note(value, len(self.observed))
         if value < w.cur_v or (origin == w.cur and self._accept(value, w.cur_v)):
             w.cur, w.cur_v = row, float(value)
 
@@ -634,8 +636,7 @@ class SimulatedAnnealing(_LocalSearch):
             left.remove(picks[-1])
         values = yield Batch(picks)
         for v in values:
-            if _improves(v, w.best_v, w.gain):
-                w.best_v, w.best_at = v, len(self.observed)
+            w.note(v, len(self.observed))
         for v, n in sorted((v, n) for n, v in zip(picks, values) if v is not None):
             if self._accept(v, w.cur_v):
                 w.cur, w.cur_v = n, float(v)
