@@ -55,7 +55,7 @@ Optuna
     unique configurations in first-evaluation order, so a run with repeats
     has fewer than B of them and keeps its last best value (the metric's
     rule). Hyperparameters (``optuna:tpe:repeats=free``): ``repeats="free"``
-    drives the sampler through our :class:`~pytest_autotune.evaluator.Evaluator`
+    drives the sampler through our :class:`~pytest_autotune.engine.evaluator.Evaluator`
     instead, where a repeat is free and the run goes on to B unique
     evaluations (or until the evaluator stops it as stalled after 10,000
     repeats in a row; slow, as every repeat is a full TPE step on a growing

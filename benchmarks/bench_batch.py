@@ -54,7 +54,7 @@ from benchmarks.bench_strategies import (DEFAULT_SPACES, SpaceInfo, StrategySpec
                                          _worker_init, load_space_info, mean_std_se, parse_strategy_spec,
                                          select_files, short_name, split_specs, validate_spec)
 from benchmarks.scoring import score_run  # noqa: E402
-from pytest_autotune.evaluator import Evaluator  # noqa: E402
+from pytest_autotune.engine.evaluator import Evaluator  # noqa: E402
 from pytest_autotune.strategies import make_strategy  # noqa: E402
 from pytest_autotune.strategies.base import StrategyError  # noqa: E402
 

@@ -6,7 +6,7 @@ runs (T4 ``times.runtimes[]``, Kernel Tuner caches ``times[]``; KTT files
 have one duration per configuration and are skipped), every strategy of
 ``--strategies`` and every seed:
 
-1. the strategy searches the space through the :class:`~pytest_autotune.evaluator.Evaluator`
+1. the strategy searches the space through the :class:`~pytest_autotune.engine.evaluator.Evaluator`
    with the recorded outcomes and the space's budget ``B`` (the same as
    ``bench_strategies.py``): its real evaluation order;
 2. every rule of the grid (``--runs-grid`` k x ``--factors`` c: stop when the
@@ -14,9 +14,9 @@ have one duration per configuration and are skipped), every strategy of
    so far) is replayed along that order: a stopped configuration is charged
    its first k runs only and does not become the best so far;
 3. the product path: the same search with ``early_stop`` on, the
-   :class:`~pytest_autotune.runners.replay.ReplayRunner` applying the default
-   rule (:data:`~pytest_autotune.measure.EARLY_STOP_RUNS`,
-   :data:`~pytest_autotune.measure.EARLY_STOP_FACTOR`); here the strategy sees
+   :class:`~pytest_autotune.simulation.replay.ReplayRunner` applying the default
+   rule (:data:`~pytest_autotune.measure.timing.EARLY_STOP_RUNS`,
+   :data:`~pytest_autotune.measure.timing.EARLY_STOP_FACTOR`); here the strategy sees
    the partial values, so its order may differ from 1.
 
 Reported per rule (and per space for the default rule):
@@ -54,10 +54,10 @@ import numpy as np  # noqa: E402
 from benchmarks._common import environment, print_table, write_json  # noqa: E402
 from benchmarks.scoring import SpaceStats, score_run  # noqa: E402
 from pytest_autotune import datasets  # noqa: E402
-from pytest_autotune.evaluator import Evaluator  # noqa: E402
-from pytest_autotune.measure import EARLY_STOP_FACTOR, EARLY_STOP_RUNS, MeasureOptions  # noqa: E402
+from pytest_autotune.engine.evaluator import Evaluator  # noqa: E402
+from pytest_autotune.measure.timing import EARLY_STOP_FACTOR, EARLY_STOP_RUNS, MeasureOptions  # noqa: E402
 from pytest_autotune.results import Measurement  # noqa: E402
-from pytest_autotune.runners.replay import ReplayRunner  # noqa: E402
+from pytest_autotune.simulation.replay import ReplayRunner  # noqa: E402
 from pytest_autotune.strategies import make_strategy  # noqa: E402
 
 DEFAULT_STRATEGIES = "random,genetic,simulated_annealing,pso,tpe,auto"
@@ -78,7 +78,7 @@ def recorded_objective(rec: datasets.RecordedSpace):
 
 
 def our_runs(samples: np.ndarray, options: MeasureOptions = MeasureOptions()) -> np.ndarray:
-    """The runs our timing loop would take of this configuration (:func:`~pytest_autotune.measure.time_runs`
+    """The runs our timing loop would take of this configuration (:func:`~pytest_autotune.measure.timing.time_runs`
     with ``options``: at least ``min_iterations``, more until ``time_budget_s``), the recording's runs in
     order, repeated when it holds fewer."""
     taken, spent = [], 0.0

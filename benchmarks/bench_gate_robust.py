@@ -46,13 +46,13 @@ sys.path.insert(0, str(ROOT / "example_project" / "src"))
 
 from _common import environment, print_table, write_json  # noqa: E402
 
-from pytest_autotune.gate import run_ab_gate, run_gate  # noqa: E402
-from pytest_autotune.measure import MeasureOptions  # noqa: E402
-from pytest_autotune.probes import compare_machines, measure_cpu_probes  # noqa: E402
+from pytest_autotune.gate.verdict import run_ab_gate, run_gate  # noqa: E402
+from pytest_autotune.measure.timing import MeasureOptions  # noqa: E402
+from pytest_autotune.gate.probes import compare_machines, measure_cpu_probes  # noqa: E402
 from pytest_autotune.runners import KernelSpec, make_runner  # noqa: E402
 from pytest_autotune.runners.isolation import sharing_one_cpu  # noqa: E402
 from pytest_autotune.runners.kernel import with_code  # noqa: E402
-from pytest_autotune.tuner import CONFIRM_ROUNDS, confirm, params_key  # noqa: E402
+from pytest_autotune.engine.tuner import CONFIRM_ROUNDS, confirm, params_key  # noqa: E402
 
 SYNTHETIC = r"""
 #define REPS {reps}

@@ -45,7 +45,7 @@ import json, sys
 import numpy as np
 sys.path.insert(0, sys.argv[1])
 from example_kernels import kernel_path, matmul_reference, rng
-from pytest_autotune.measure import MeasureOptions
+from pytest_autotune.measure.timing import MeasureOptions
 from pytest_autotune.runners import KernelSpec, make_runner
 
 N = 128

@@ -16,8 +16,8 @@ Per run ``i`` (seed ``--seed0 + i``):
   configurations in the draw have no counters and are skipped);
 * the profile searcher (``profile`` strategy, ``--batch`` steps between
   profilings, ``--reference``) searches the whole ``--search`` space through
-  the real :class:`~pytest_autotune.evaluator.Evaluator` and a
-  :class:`~pytest_autotune.runners.replay.ReplayRunner`, whose ``profile``
+  the real :class:`~pytest_autotune.engine.evaluator.Evaluator` and a
+  :class:`~pytest_autotune.simulation.replay.ReplayRunner`, whose ``profile``
   returns the recorded counters of the configurations the searcher profiles
   and nothing else;
 * random search (the ``random`` strategy, same seed) runs on the same space.
@@ -61,8 +61,8 @@ if str(_ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 
 from pytest_autotune.datasets import load_dataset  # noqa: E402
-from pytest_autotune.evaluator import Budget, Evaluator  # noqa: E402
-from pytest_autotune.runners.replay import ReplayRunner  # noqa: E402
+from pytest_autotune.engine.evaluator import Budget, Evaluator  # noqa: E402
+from pytest_autotune.simulation.replay import ReplayRunner  # noqa: E402
 from pytest_autotune.strategies._counters import train_model  # noqa: E402
 from pytest_autotune.strategies.profile import ProfileSearch  # noqa: E402
 from pytest_autotune.strategies.simple import RandomSearch  # noqa: E402

@@ -56,7 +56,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pytest_autotune.measure import MeasureOptions  # noqa: E402
+from pytest_autotune.measure.timing import MeasureOptions  # noqa: E402
 from pytest_autotune.runners import KernelSpec, backend_available, make_runner  # noqa: E402
 
 N = 2 * 1024 * 1024

@@ -96,7 +96,7 @@ import numpy as np  # noqa: E402
 from benchmarks import anchors  # noqa: E402
 from benchmarks.scoring import SpaceStats, score_run  # noqa: E402
 from pytest_autotune import datasets  # noqa: E402
-from pytest_autotune.evaluator import Evaluator  # noqa: E402
+from pytest_autotune.engine.evaluator import Evaluator  # noqa: E402
 from pytest_autotune.results import Measurement  # noqa: E402
 from pytest_autotune.strategies import (available_strategies, make_strategy, strategy_class,
                                         validate_strategy_spec)  # noqa: E402

@@ -3,7 +3,7 @@
 
 Every measured space under ``--spaces`` (any folder laid out like
 ``../shared/data/spaces``; files are recognised by content) is replayed on the
-simulated clock of :mod:`pytest_autotune.simulate`, which charges each
+simulated clock of :mod:`pytest_autotune.simulation`, which charges each
 evaluation its recorded costs (compile; verification, every timed iteration
 and framework overhead) plus the strategy's own compute, measured while it
 runs here (ours and Optuna: the CPU time of the thread driving the search, so
@@ -13,7 +13,7 @@ other processes on a shared machine do not inflate it; Kernel Tuner: its own
 Ours (``--strategies``, default ``auto``) runs at every ``--workers`` count P
 through the replay runner's clock and the batch search: P compile workers
 compile ahead, one device verifies and times, and as many proposals are
-pending as keep the device busy (:mod:`pytest_autotune.pipeline_depth`, at
+pending as keep the device busy (:mod:`pytest_autotune.engine.pipeline_depth`, at
 most P + 1: one on the device, one per compile worker), as the product does;
 the device takes whichever pending candidate is compiled first; labels
 ``auto@8``, ``bayes@1`` (``--window full``: always P + 1, ``auto+@8``;
@@ -76,9 +76,9 @@ from benchmarks._common import environment, print_table, write_json  # noqa: E40
 from benchmarks.bench_strategies import (DEFAULT_SPACES, SpaceInfo, StrategySpec, load_space_info,  # noqa: E402
                                          parse_strategy_spec, select_files, split_specs, validate_spec)
 from pytest_autotune import datasets  # noqa: E402
-from pytest_autotune.runners.replay import ReplayRunner  # noqa: E402
-from pytest_autotune.pipeline_depth import PipelineDepth  # noqa: E402
-from pytest_autotune.simulate import CostModel, SimulatedRun, replay_sequence, simulate_search  # noqa: E402
+from pytest_autotune.simulation.replay import ReplayRunner  # noqa: E402
+from pytest_autotune.engine.pipeline_depth import PipelineDepth  # noqa: E402
+from pytest_autotune.simulation import CostModel, SimulatedRun, replay_sequence, simulate_search  # noqa: E402
 from pytest_autotune.strategies import make_strategy  # noqa: E402
 from pytest_autotune.strategies.base import StrategyError  # noqa: E402
 
@@ -545,7 +545,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                  "batch_size": "ours: up to workers + 1 (see window); 1 for the anchors", "window": args.window,
                  "order": args.order,
                  "early_stop": args.early_stop,
-                 "clock": "pytest_autotune.simulate: P compile workers, one serial device (verify + timed runs + "
+                 "clock": "pytest_autotune.simulation: P compile workers, one serial device (verify + timed runs + "
                           "framework), host compute measured; anchors sequential",
                  "errors": len(errors), "real_s": time.perf_counter() - t0, "anchor_runs_left_out": skipped,
                  "environment": environment(["kernel_tuner", "optuna", "numpy", "scikit-learn"])},

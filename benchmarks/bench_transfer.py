@@ -58,7 +58,7 @@ import numpy as np  # noqa: E402
 from benchmarks.bench_strategies import _objective, mean_std_se, space_name  # noqa: E402
 from benchmarks.scoring import SpaceStats, score_run  # noqa: E402
 from pytest_autotune import datasets  # noqa: E402
-from pytest_autotune.evaluator import Evaluator  # noqa: E402
+from pytest_autotune.engine.evaluator import Evaluator  # noqa: E402
 from pytest_autotune.lock.transfer import interleave  # noqa: E402
 from pytest_autotune.strategies import make_strategy  # noqa: E402
 

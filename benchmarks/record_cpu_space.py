@@ -34,7 +34,7 @@ from pytest_autotune.datasets import kernel_tuner_cache
 
 def recording(records: list[Any], params: Mapping[str, Sequence[Any]], restrictions: Sequence[str], kernel: str,
               problem_size: Sequence[int], device: str) -> dict[str, Any]:
-    """Evaluation records (:class:`~pytest_autotune.evaluator.EvaluationRecord`) as a Kernel Tuner cache document."""
+    """Evaluation records (:class:`~pytest_autotune.engine.evaluator.EvaluationRecord`) as a Kernel Tuner cache document."""
     results = ((r.params, r.measurement.value, None if r.measurement.ok else r.measurement.failure,
                 {"times": [float(x) for x in r.measurement.samples]} if r.measurement.ok else {}) for r in records)
     return kernel_tuner_cache(params, results, device_name=device, kernel_name=kernel,

@@ -1,6 +1,6 @@
 """pytest-autotune: auto-tune GPU kernels inside a project's own test suite.
 
-The engine (``space``, ``strategies``, ``runners``, ``measure``, ``verify``,
+The engine (``space``, ``strategies``, ``runners``, ``measure``, ``engine``,
 ``lock``) is usable from plain Python; the pytest plugin is one client.
 """
 __version__ = "0.1.0"
@@ -11,7 +11,7 @@ __all__ = ["tune", "TuneResult", "locked_params", "__version__"]
 def __getattr__(name: str):
     """``tune``, ``TuneResult`` and ``locked_params`` on first use (importing the package for the pytest plugin stays cheap)."""
     if name in ("tune", "TuneResult"):
-        from . import tuner
+        from .engine import tuner
 
         return getattr(tuner, name)
     if name == "locked_params":  # the run-time lookup for shipped code: no pytest, no CUDA library

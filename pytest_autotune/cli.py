@@ -268,7 +268,7 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_prune(args: argparse.Namespace, out: TextIO) -> int:
-    from .prune import PruneError, collect, find_orphans, orphaned_sources, prune
+    from .plugin.prune import PruneError, collect, find_orphans, orphaned_sources, prune
 
     try:
         found = collect(args.pytest_args)

@@ -36,7 +36,7 @@ class Measurement:
     ``None`` when ``failure`` is set. ``samples`` keeps every timed run so the
     regression gate can test distributions, not just medians.
     ``early_stopped``: timing ended after the first runs because they were far
-    slower than the best so far (:class:`~pytest_autotune.measure.EarlyStop`);
+    slower than the best so far (:class:`~pytest_autotune.measure.timing.EarlyStop`);
     ``value`` and ``samples`` are what was measured, and such a configuration
     is never a winner nor a runner-up.
     """

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from pytest_autotune import datasets, tune
-from pytest_autotune.evaluator import Evaluator
+from pytest_autotune.engine.evaluator import Evaluator
 from pytest_autotune.results import Measurement
 from pytest_autotune.runners.device import DeviceInfo
 from pytest_autotune.strategies import available_strategies, make_strategy

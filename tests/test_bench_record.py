@@ -16,7 +16,7 @@ if str(ROOT) not in sys.path:
 from benchmarks import bench_strategies as bench  # noqa: E402
 from benchmarks.record_cpu_space import recording  # noqa: E402
 from pytest_autotune.datasets import load_dataset  # noqa: E402
-from pytest_autotune.evaluator import Evaluator  # noqa: E402
+from pytest_autotune.engine.evaluator import Evaluator  # noqa: E402
 from pytest_autotune.results import FailureKind, Measurement  # noqa: E402
 from pytest_autotune.space import SearchSpace  # noqa: E402
 from pytest_autotune.strategies import make_strategy  # noqa: E402

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from pytest_autotune import tune
-from pytest_autotune.measure import MeasureOptions
+from pytest_autotune.measure.timing import MeasureOptions
 from pytest_autotune.results import FailureKind
 from pytest_autotune.runners import KernelSpec, make_runner
 from pytest_autotune.runners.compile_pool import (CompiledArtefact, _process_tree, CompilePool, CompilerProcesses,
@@ -321,8 +321,8 @@ def test_isolated_worker_pauses_compilers_during_every_timed_window(c_cache: Pat
 @needs_gcc
 def test_tune_with_a_pool_keeps_only_the_depth_the_measured_costs_need(c_cache: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_autotune import tuner as tuner_module
-    from pytest_autotune.pipeline_depth import PipelineDepth
+    from pytest_autotune.engine import tuner as tuner_module
+    from pytest_autotune.engine.pipeline_depth import PipelineDepth
 
     made: list[PipelineDepth] = []
 
@@ -345,7 +345,7 @@ def test_tune_with_a_pool_keeps_only_the_depth_the_measured_costs_need(c_cache: 
 @needs_gcc
 def test_tune_with_workers_compiles_ahead_and_one_worker_compiles_inline(c_cache: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_autotune import evaluator as evaluator_module
+    from pytest_autotune.engine import evaluator as evaluator_module
 
     seen: list[dict[str, Any]] = []
     original = evaluator_module.Evaluator.__init__

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_autotune import hookspec, plugin
-from pytest_autotune.fixture import Autotune
-from pytest_autotune.marker import MARKER_ARGS
-from pytest_autotune.measure import MeasureOptions
+from pytest_autotune import plugin
+from pytest_autotune.plugin import hookspec
+from pytest_autotune.plugin.fixture import Autotune
+from pytest_autotune.plugin.marker import MARKER_ARGS
+from pytest_autotune.measure.timing import MeasureOptions
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
 REFERENCE = README.split("## Reference", 1)[1]

@@ -7,16 +7,16 @@ import numpy as np
 import pytest
 
 from pytest_autotune import tune
-from pytest_autotune.marker import parse_marker
-from pytest_autotune.measure import EARLY_STOP_FACTOR, EARLY_STOP_RUNS, EarlyStop, MeasureOptions, time_runs
+from pytest_autotune.plugin.marker import parse_marker
+from pytest_autotune.measure.timing import EARLY_STOP_FACTOR, EARLY_STOP_RUNS, EarlyStop, MeasureOptions, time_runs
 from pytest_autotune.results import FailureKind, Measurement
 from pytest_autotune.runners import KernelSpec, backend_available, make_runner
 from pytest_autotune.runners.callable_runner import CallableRunner
 from pytest_autotune.runners.device import DeviceInfo
-from pytest_autotune.runners.replay import ReplayRunner
-from pytest_autotune.scratch import ScratchCache
+from pytest_autotune.simulation.replay import ReplayRunner
+from pytest_autotune.plugin.scratch import ScratchCache
 from pytest_autotune.space import SearchSpace
-from pytest_autotune.tuner import stops_early
+from pytest_autotune.engine.tuner import stops_early
 
 FULL = MeasureOptions(warmup=0, min_iterations=7, max_iterations=7)
 NEVER = EarlyStop(EARLY_STOP_RUNS, 1e12)  # nothing is that slow

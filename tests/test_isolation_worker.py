@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_autotune.measure import MeasureOptions
+from pytest_autotune.measure.timing import MeasureOptions
 from pytest_autotune.results import FailureKind, Measurement
 from pytest_autotune.runners import BackendUnavailable, KernelSpec, SpecError, backend_available, make_runner
 from pytest_autotune.runners.device import DeviceInfo

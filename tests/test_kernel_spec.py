@@ -6,7 +6,7 @@ import pickle
 import numpy as np
 import pytest
 
-from pytest_autotune.runners.errors import InvalidConfiguration, SpecError
+from pytest_autotune.errors import InvalidConfiguration, SpecError
 from pytest_autotune.runners.kernel import (
     KernelSpec,
     eval_expr,

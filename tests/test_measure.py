@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.stats import mannwhitneyu
 
-from pytest_autotune.measure import Comparison, MeasureOptions, TimingStats, compare_samples, time_runs
+from pytest_autotune.measure.timing import Comparison, MeasureOptions, TimingStats, compare_samples, time_runs
 
 
 # -- statistics -----------------------------------------------------------------

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from pytest_autotune.evaluator import Evaluator
-from pytest_autotune.pipeline_depth import PipelineDepth, stage_seconds
+from pytest_autotune.engine.evaluator import Evaluator
+from pytest_autotune.engine.pipeline_depth import PipelineDepth, stage_seconds
 from pytest_autotune.results import FailureKind, Measurement
 from pytest_autotune.space import SearchSpace
 from pytest_autotune.strategies import make_strategy
@@ -125,9 +125,9 @@ def test_the_evaluator_measures_the_pending_configuration_first_ready_names() ->
 
 def test_tune_with_a_prefetch_pipelines_as_a_compile_pool_does(spaces_dir, monkeypatch: pytest.MonkeyPatch) -> None:
     """The README's simulated-clock example: tune(replay runner with a clock, batch_size, prefetch)."""
-    from pytest_autotune import evaluator as evaluator_module
+    from pytest_autotune.engine import evaluator as evaluator_module
     from pytest_autotune import tune
-    from pytest_autotune.runners.replay import ReplayRunner
+    from pytest_autotune.simulation.replay import ReplayRunner
 
     path = spaces_dir / "kerneltuner" / "gemm_RTX_3090.json.gz"
     if not path.exists():

@@ -33,13 +33,13 @@ import numpy as np
 import pytest
 
 from pytest_autotune.lock.lockfile import parse_lockfile, serialize
-from pytest_autotune.report import COLUMNS
+from pytest_autotune.plugin.report import COLUMNS
 
 # Inner sessions run in this process (pytester.runpytest), and pytester drops every module they
 # imported when they end. Importing the runners and scipy.stats (the gate's Mann-Whitney test,
 # ~380 modules) here keeps one copy for all runs instead of re-importing them in every inner session.
 for _name in ("pytest_autotune.runners.c_runner", "pytest_autotune.runners.callable_runner",
-              "pytest_autotune.runners.replay", "scipy.stats"):
+              "pytest_autotune.simulation.replay", "scipy.stats"):
     importlib.import_module(_name)
 
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="the C runner needs gcc")

@@ -16,16 +16,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_autotune.evaluator import Budget
-from pytest_autotune.gate import retune_command, run_gate
-from pytest_autotune.marker import MARKER_ARGS, MarkerError, parse_marker
-from pytest_autotune.measure import MeasureOptions
+from pytest_autotune.engine.evaluator import Budget
+from pytest_autotune.gate.verdict import retune_command, run_gate
+from pytest_autotune.plugin.marker import MARKER_ARGS, MarkerError, parse_marker
+from pytest_autotune.measure.timing import MeasureOptions
 from pytest_autotune.plugin import _autotune_mode, _budget_default
-from pytest_autotune.report import (COLUMNS, cut_note_lines, failure_lines, format_table, lockfile_lines,
+from pytest_autotune.plugin.report import (COLUMNS, cut_note_lines, failure_lines, format_table, lockfile_lines,
                                     not_gated_line, not_tuned_line, write_json_report, write_plots)
 from pytest_autotune.results import FailureKind, Measurement
-from pytest_autotune.scratch import ScratchCache
-from pytest_autotune.session import Options, Progress, SessionState
+from pytest_autotune.plugin.scratch import ScratchCache
+from pytest_autotune.plugin.session import Options, Progress, SessionState
 from pytest_autotune.space import SearchSpace
 
 DEFAULTS = {"strategy": "random", "budget": 200, "tolerance": 0.10, "alpha": 0.01, "seed": None}
@@ -65,7 +65,7 @@ def test_marker_restrictions_constants_and_device_limits() -> None:
 
 def test_every_constant_a_runner_provides_is_known_to_the_marker() -> None:
     """A restriction over a device limit must pass collection for every runner's own constant names."""
-    from pytest_autotune.marker import DEVICE_CONSTANTS
+    from pytest_autotune.plugin.marker import DEVICE_CONSTANTS
     from pytest_autotune.runners.device import DeviceInfo, cpu_constants, detect_cpu_device
 
     cpu = cpu_constants(detect_cpu_device())

@@ -9,7 +9,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from pytest_autotune.measure import MeasureOptions
+from pytest_autotune.measure.timing import MeasureOptions
 from pytest_autotune.results import FailureKind
 from pytest_autotune.runners import (
     RUNNERS,

@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import pytest
 
-from pytest_autotune.measure import MeasureOptions
+from pytest_autotune.measure.timing import MeasureOptions
 from pytest_autotune.results import FailureKind
 from pytest_autotune.runners import KernelSpec, make_runner
 from pytest_autotune.runners.cuda_common import (

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from pytest_autotune.results import FailureKind
-from pytest_autotune.runners.errors import BackendUnavailable, SpecError
+from pytest_autotune.errors import BackendUnavailable, SpecError
 from pytest_autotune.runners.nvrtc import cupy_options
 
 from test_runner_cuda import FAST, VADD, fake_backend, vadd_spec  # noqa: F401  (fake_backend is a fixture)

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from opencl_support import pocl  # noqa: F401  (fixture)
 
-from pytest_autotune.measure import MeasureOptions
+from pytest_autotune.measure.timing import MeasureOptions
 from pytest_autotune.results import FailureKind
 from pytest_autotune.runners import KernelSpec, LocalMemory, SpecError, infer_runner, make_runner
 from pytest_autotune.runners.kernel import launch_geometry, ndrange
 from pytest_autotune.runners.opencl_device import device_model
-from pytest_autotune.tuner import build_space, tune
+from pytest_autotune.engine.tuner import build_space, tune
 
 FAST = MeasureOptions(warmup=0, min_iterations=3, max_iterations=3, watchdog_s=20.0)
 

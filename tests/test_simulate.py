@@ -8,9 +8,9 @@ import pytest
 
 from pytest_autotune.datasets import load_dataset
 from pytest_autotune.results import FailureKind
-from pytest_autotune.runners.errors import SpecError
-from pytest_autotune.runners.replay import ReplayRunner
-from pytest_autotune.simulate import Charge, CostModel, Pipeline, replay_sequence, simulate_search
+from pytest_autotune.errors import SpecError
+from pytest_autotune.simulation.replay import ReplayRunner
+from pytest_autotune.simulation import Charge, CostModel, Pipeline, replay_sequence, simulate_search
 from pytest_autotune.strategies.base import Strategy
 from tests.test_datasets import kt_doc, ktt_doc, make_t4_tree, t4_doc, write_json
 
@@ -221,7 +221,7 @@ def test_real_spaces_have_costs_for_every_stage(spaces_dir):
 
 def test_the_product_evaluator_drives_the_clock_as_simulate_search_does(tmp_path):
     """Evaluator(batch_size, prefetch=runner.prefetch) and simulate_search give the same simulated timeline."""
-    from pytest_autotune.evaluator import Evaluator
+    from pytest_autotune.engine.evaluator import Evaluator
 
     rec = tiny_space(tmp_path)
     rows = [rec.row_of({"c": c}) for c in (2, 3, 1)]
@@ -248,7 +248,7 @@ def test_the_product_evaluator_drives_the_clock_as_simulate_search_does(tmp_path
 
 
 def test_a_depth_of_one_on_the_clock_is_sequential(tmp_path):
-    from pytest_autotune.pipeline_depth import PipelineDepth
+    from pytest_autotune.engine.pipeline_depth import PipelineDepth
 
     class One(PipelineDepth):
         seen: list = []

@@ -9,9 +9,9 @@ import itertools
 
 import pytest
 
-from pytest_autotune.marker import MarkerError, parse_marker
+from pytest_autotune.plugin.marker import MarkerError, parse_marker
 from pytest_autotune.space import SearchSpace, SearchSpaceError
-from pytest_autotune.tuner import build_space
+from pytest_autotune.engine.tuner import build_space
 
 PARAMS = {"block_size_x": [16, 32, 64, 128], "block_size_y": [1, 2, 4, 8],
           "tile_size_x": [1, 2, 3, 4], "tile_size_y": [1, 2, 3, 4, 6, 8]}

@@ -13,7 +13,7 @@ import pytest
 
 from benchmarks.scoring import SpaceStats, score_run
 from pytest_autotune.datasets import load_dataset
-from pytest_autotune.evaluator import Evaluator
+from pytest_autotune.engine.evaluator import Evaluator
 from pytest_autotune.space import SearchSpace
 from pytest_autotune.strategies.bayes import BayesianOptimization
 from pytest_autotune.strategies.registry import make_strategy

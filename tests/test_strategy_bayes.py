@@ -7,7 +7,7 @@ from scipy.stats import norm
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import Matern
 
-from pytest_autotune.evaluator import Evaluator
+from pytest_autotune.engine.evaluator import Evaluator
 from pytest_autotune.results import FailureKind, Measurement
 from pytest_autotune.space import SearchSpace
 from pytest_autotune.strategies.base import StrategyError

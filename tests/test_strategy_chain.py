@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_autotune.evaluator import Evaluator
+from pytest_autotune.engine.evaluator import Evaluator
 from pytest_autotune.space import SearchSpace
 from pytest_autotune.strategies.auto import DEFAULT_CHOICE
 from pytest_autotune.strategies.base import StrategyError

@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_autotune.evaluator import Evaluator
+from pytest_autotune.engine.evaluator import Evaluator
 from pytest_autotune.results import FailureKind, Measurement
 from pytest_autotune.runners import ncu as ncu_mod
-from pytest_autotune.runners.errors import BackendUnavailable
+from pytest_autotune.errors import BackendUnavailable
 from pytest_autotune.runners.kernel import KernelSpec
 from pytest_autotune.space import SearchSpace
 from pytest_autotune.strategies import _counters as C
@@ -24,7 +24,7 @@ from pytest_autotune.strategies.base import StrategyError
 from pytest_autotune.strategies.profile import ProfileSearch
 from pytest_autotune.strategies.registry import make_strategy, validate_strategy_spec
 from pytest_autotune.strategies.simple import RandomSearch
-from pytest_autotune.tuner import TuneError, tune
+from pytest_autotune.engine.tuner import TuneError, tune
 
 KTT_2080 = (Path(__file__).resolve().parents[2] / "shared" / "data" / "spaces" / "ktt"
             / "KTConvolutionOutput_2080Ti.json.gz")
@@ -328,7 +328,7 @@ def test_hyperparameter_validation(tmp_path, syn_model):
 @pytest.mark.skipif(not KTT_2080.is_file(), reason="KTT recordings not available")
 def test_train_at_startup_from_a_ktt_file():
     from pytest_autotune.datasets import load_dataset
-    from pytest_autotune.runners.replay import ReplayRunner
+    from pytest_autotune.simulation.replay import ReplayRunner
 
     rec = load_dataset(KTT_2080)
     # every counter of the mapping is in the file, except the launch's thread count

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from pytest_autotune.evaluator import Evaluator
+from pytest_autotune.engine.evaluator import Evaluator
 from pytest_autotune.results import Measurement
 from pytest_autotune.space import SearchSpace
 from pytest_autotune.strategies.base import StrategyError

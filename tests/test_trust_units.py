@@ -9,16 +9,16 @@ from typing import Any, Mapping
 import numpy as np
 import pytest
 
-from pytest_autotune.evaluator import Evaluator
-from pytest_autotune.gate import check_entry
+from pytest_autotune.engine.evaluator import Evaluator
+from pytest_autotune.gate.verdict import check_entry
 from pytest_autotune.results import FailureKind, Measurement
-from pytest_autotune.retune import decide
+from pytest_autotune.gate.retune import decide
 from pytest_autotune.runners.device import DeviceInfo
-from pytest_autotune.scratch import fingerprint
-from pytest_autotune.session import eta
+from pytest_autotune.plugin.scratch import fingerprint
+from pytest_autotune.plugin.session import eta
 from pytest_autotune.space import SearchSpace
 from pytest_autotune.strategies import make_strategy
-from pytest_autotune.tuner import TuneError, tune
+from pytest_autotune.engine.tuner import TuneError, tune
 
 HASHES = {"source": "s1", "space": "p1", "problem": "q1"}
 ENTRY = {"params": {"B": 2}, "hashes": dict(HASHES), "samples": [1.0] * 10, "stats": {"median": 1.0}}
@@ -220,8 +220,8 @@ def test_eta_from_the_mean_time_per_evaluation() -> None:
 
 
 # --------------------------------------------------------------------------- the gate: A/B, confirmation, machines
-from pytest_autotune.gate import LockedSourceUnusable, run_ab_gate, run_gate  # noqa: E402
-from pytest_autotune.probes import compare_machines  # noqa: E402
+from pytest_autotune.gate.verdict import LockedSourceUnusable, run_ab_gate, run_gate  # noqa: E402
+from pytest_autotune.gate.probes import compare_machines  # noqa: E402
 
 
 def _m(scale: float, n: int = 8) -> Measurement:
@@ -326,8 +326,8 @@ def test_a_machine_unlike_the_locks_is_not_comparable() -> None:
 
 def test_the_report_says_what_the_compiler_said_about_spills() -> None:
     """Issue 16: spills recorded by the NVRTC stage reach the report (the winner's bytes, how many spilled)."""
-    from pytest_autotune.evaluator import EvaluationRecord, SearchHistory
-    from pytest_autotune.tuner import spills
+    from pytest_autotune.engine.evaluator import EvaluationRecord, SearchHistory
+    from pytest_autotune.engine.tuner import spills
 
     def record(i: int, stores: int | None) -> EvaluationRecord:
         extra = {} if stores is None else {"spill_stores": stores, "spill_loads": stores, "stack_frame": 8 + stores}

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_autotune.verify import compare_array, default_tolerance, verify_outputs
+from pytest_autotune.measure.verify import compare_array, default_tolerance, verify_outputs
 
 
 def test_default_tolerances_follow_precision():

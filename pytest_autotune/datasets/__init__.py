@@ -47,7 +47,7 @@ not finite is recorded as RUNTIME too: ``times`` is finite exactly where
 Each configuration's recorded costs besides its timed runs (compile,
 verification, framework overhead) are in :attr:`RecordedSpace.costs`
 (:mod:`~pytest_autotune.datasets.costs` says which field of each format they
-come from); the simulated clock (:mod:`pytest_autotune.simulate`) charges them.
+come from); the simulated clock (:mod:`pytest_autotune.simulation`) charges them.
 
 One module per format (:mod:`.t1`, :mod:`.t4`, :mod:`.kerneltuner`,
 :mod:`.ktt`), :mod:`.recorded` for the assembled space and :mod:`.load` for

@@ -1,6 +1,6 @@
 """Recorded per-configuration costs besides the timed runs: compile, verification, framework overhead.
 
-The simulated clock (:mod:`pytest_autotune.simulate`) charges each evaluation
+The simulated clock (:mod:`pytest_autotune.simulation`) charges each evaluation
 what it cost when the space was recorded. The timed iterations themselves are
 :attr:`RecordedSpace.samples <pytest_autotune.datasets.RecordedSpace.samples>`;
 the other stages live here, in milliseconds like every time of a recorded

@@ -16,12 +16,12 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from .measure import EarlyStop
+from ..measure.timing import EarlyStop
 from .pipeline_depth import PipelineDepth
-from .results import FailureKind, Measurement
-from .space import SearchSpace
-from .strategies.base import Strategy
-from .strategies.batch import MAX_FREE_PROPOSALS, BatchSearch, proposal_key  # noqa: F401 (re-exported)
+from ..results import FailureKind, Measurement
+from ..space import SearchSpace
+from ..strategies.base import Strategy
+from ..strategies.batch import MAX_FREE_PROPOSALS, BatchSearch, proposal_key  # noqa: F401 (re-exported)
 
 Objective = Callable[[Mapping[str, Any]], Measurement]
 Prefetch = Callable[[list[dict[str, Any]]], None]
@@ -142,14 +142,14 @@ class Evaluator:
     on them).
     ``depth`` (with ``batch_size`` above 1): keep only as many pending as the
     measured stage costs need to keep the device busy
-    (:class:`~pytest_autotune.pipeline_depth.PipelineDepth`, at most ``batch_size``);
+    (:class:`~pytest_autotune.engine.pipeline_depth.PipelineDepth`, at most ``batch_size``);
     the strategy's batch size follows it.
     ``first_ready(pending params) -> index`` (a compile pool's): which pending
     configuration to measure next, the first compiled rather than the oldest,
     so the device never waits behind one slow compile (results are told in
     any order; without it, proposal order).
     ``early_stop``: each measurement gets the cutoff of
-    :meth:`~pytest_autotune.measure.EarlyStop.after_best` from the best fully
+    :meth:`~pytest_autotune.measure.timing.EarlyStop.after_best` from the best fully
     timed value so far, as ``objective(params, stop=...)`` (the objective must
     accept it); the strategy sees what was measured.
     """

@@ -25,7 +25,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .results import Measurement
+from ..results import Measurement
 
 __all__ = ["PipelineDepth", "split_stages", "stage_seconds"]
 

@@ -17,17 +17,17 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from .evaluator import Budget, EvaluationRecord, Evaluator, SearchHistory
-from .measure import TimingStats
+from ..measure.timing import TimingStats
 from .pipeline_depth import PipelineDepth
-from .results import Measurement
-from .runners.base import Runner, supports_profiling
-from .runners.compile_pool import compile_ahead, pipelined
-from .runners.device import DeviceInfo
-from .runners.nvrtc import SPILL_FACTS
-from .space import SearchSpace
-from .space.searchspace import RestrictionLike
-from .strategies import Strategy, make_strategy
-from .strategies.registry import StrategySpec
+from ..results import Measurement
+from ..runners.base import Runner, supports_profiling
+from ..runners.compile_pool import compile_ahead, pipelined
+from ..runners.device import DeviceInfo
+from ..runners.nvrtc import SPILL_FACTS
+from ..space import SearchSpace
+from ..space.searchspace import RestrictionLike
+from ..strategies import Strategy, make_strategy
+from ..strategies.registry import StrategySpec
 
 DEFAULT_STRATEGY = "auto"
 DEFAULT_BUDGET = 200
@@ -142,11 +142,11 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
     Up to ``batch_size`` configurations are kept pending at once and
     ``prefetch`` is handed them as they are proposed (see :class:`Evaluator`);
     with a prefetch (or a compile pool) only as many as keep the device busy
-    (:mod:`~pytest_autotune.pipeline_depth`), and the runner's
+    (:mod:`~pytest_autotune.engine.pipeline_depth`), and the runner's
     ``first_ready`` picks which pending one is measured next.
     ``early_stop`` (and the runner's ``measure.early_stop``): a configuration
     whose first timed runs are far slower than the best so far stops being
-    timed (:class:`~pytest_autotune.measure.EarlyStop`); it is flagged, its
+    timed (:class:`~pytest_autotune.measure.timing.EarlyStop`); it is flagged, its
     partial value reaches the strategy, and it is never a finalist, the
     winner or a runner-up.
     """

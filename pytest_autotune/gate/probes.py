@@ -56,8 +56,8 @@ PROBE_NAMES = {"bandwidth_gbs": "memory bandwidth", "compute_gflops": "compute t
 
 
 def _best_ms(source: str, name: str, args: list[Any]) -> float:
-    from .measure import MeasureOptions
-    from .runners import KernelSpec, make_runner
+    from ..measure.timing import MeasureOptions
+    from ..runners import KernelSpec, make_runner
 
     spec = KernelSpec(source, name, 1, args, lang="c")
     runner = make_runner(spec, runner="c", isolate=False,

@@ -1,7 +1,7 @@
 """What a re-tune does with the lock entry it finds: the lock must never silently get worse.
 
 Kept free of pytest (like :mod:`.gate`): given the existing entry, the
-current hashes and a :class:`~pytest_autotune.tuner.TuneResult` in which the
+current hashes and a :class:`~pytest_autotune.engine.tuner.TuneResult` in which the
 locked winner was measured as a candidate, decide whether to write a new
 entry or keep the old one byte for byte.
 
@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from .measure import Comparison, compare_samples
+from ..measure.timing import Comparison, compare_samples
 
 
 @dataclass(frozen=True)

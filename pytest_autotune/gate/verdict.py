@@ -24,10 +24,10 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from .lock.problem import problem_change
-from .measure import Comparison, compare_samples
+from ..lock.problem import problem_change
+from ..measure.timing import Comparison, compare_samples
 from .probes import MachineComparison
-from .results import Measurement
+from ..results import Measurement
 
 AB_ROUNDS = 3  # interleaved rounds of locked and current source
 CONFIRM_ROUNDS = 2  # fresh measurements a suspected regression must survive

@@ -108,7 +108,7 @@ def collect(lockdir: str | os.PathLike[str], kernel: str | None = None) -> list[
 
 def _value(value: Any) -> str:
     from ..runners.kernel import format_value  # how the runners write parameters into source
-    from ..runners.errors import SpecError
+    from ..errors import SpecError
 
     try:
         return format_value(value)

@@ -16,20 +16,19 @@ import pytest
 
 from . import hookspec
 from .compile_check import DEFAULT_SAMPLE, parse_arch_list, positive_sample
-from .evaluator import Budget
+from ..engine.evaluator import Budget
 from .fixture import CALLS_KEY, Autotune
 from .marker import MarkerError, TuneSettings, parse_marker
-from .runners.compile_pool import parse_compile_workers
+from ..runners.compile_pool import parse_compile_workers
 from .report import (cut_note_lines, failure_lines, format_table, lockfile_lines, not_gated_line, not_tuned_line,
                      write_json_report, write_plots)
-from .session import INCOMPARABLE_POLICIES, MISSING_POLICIES, Options, SessionState
-from .strategies import StrategyError, validate_strategy_spec
+from .session import INCOMPARABLE_POLICIES, MISSING_POLICIES, STATE_KEY, Options, SessionState
+from ..strategies import StrategyError, validate_strategy_spec
 
 
 class AutotuneWarning(pytest.PytestWarning):
     """A marked test that did not do what its marker promised (e.g. never ran a kernel under --autotune)."""
 
-STATE_KEY = pytest.StashKey[SessionState]()
 SETTINGS_KEY = pytest.StashKey[TuneSettings]()
 
 INI_OPTIONS = {

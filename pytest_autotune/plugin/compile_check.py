@@ -28,12 +28,12 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .runners.cuda_arch import ARCH_LIMITS, arch_limits, parse_arch
-from .runners.errors import InvalidConfiguration
-from .runners.executor import check_kernel_resources, check_launch_limits
-from .runners.kernel import KernelSpec, launch_geometry
-from .runners.nvrtc import compile_configuration
-from .space import SearchSpace
+from ..runners.cuda_arch import ARCH_LIMITS, arch_limits, parse_arch
+from ..errors import InvalidConfiguration
+from ..runners.executor import check_kernel_resources, check_launch_limits
+from ..runners.kernel import KernelSpec, launch_geometry
+from ..runners.nvrtc import compile_configuration
+from ..space import SearchSpace
 
 DEFAULT_SAMPLE = 64
 STATUSES = ("ok", "compile", "resources", "invalid")
@@ -194,7 +194,7 @@ def device_arch(device: Mapping[str, Any] | None) -> int | None:
 
 def locked_winners(lockdir: str | Path, nodeid: str, kernel: str, archs: Sequence[int]) -> dict[int, list[dict]]:
     """Winners of ``nodeid``'s ``kernel`` in every lockfile under ``lockdir`` whose device has one of ``archs``."""
-    from .lock.lockfile import get_entry, read_lockfile
+    from ..lock.lockfile import get_entry, read_lockfile
 
     found: dict[int, list[dict]] = {}
     for path in sorted(Path(lockdir).glob("*.json")) if Path(lockdir).is_dir() else ():
@@ -244,19 +244,16 @@ def positive_sample(text: str) -> int:
 # -- the pytest adapter -------------------------------------------------------------------------------
 
 
-def check_in_test(autotune: Any, spec: KernelSpec, label: str) -> Any:
+def check_in_test(autotune: Any, spec: KernelSpec, label: str) -> dict[str, Any]:
     """What ``autotune.kernel`` does under ``--autotune-compile``: check, record a summary row, fail on a bad one.
 
-    Returns a :class:`~pytest_autotune.fixture.KernelResult` of mode
-    ``"compile"`` whose params are a locked winner (else the first valid
-    configuration); it has no timings (NaN) and no outputs.
+    Returns the configuration the test gets back: a locked winner, else the
+    first valid configuration (the fixture wraps it in a result without timings).
     """
     import pytest
 
-    from .fixture import KernelResult
-    from .lock.lockfile import LockfileError
-    from .measure import TimingStats
-    from .runners import nvrtc
+    from ..lock.lockfile import LockfileError
+    from ..runners import nvrtc
 
     item, settings = autotune.item, autotune.settings
     archs: list[int] = item.config.getoption("autotune_compile")
@@ -291,9 +288,7 @@ def check_in_test(autotune: Any, spec: KernelSpec, label: str) -> Any:
     }))
     if failures:
         pytest.fail(f"autotune: {report.failure_message()}", pytrace=False)
-    nan = float("nan")
-    stats = TimingStats(median=nan, mean=nan, min=nan, max=nan, iqr=nan, n=0, samples=[])
-    return KernelResult(label, "compile", dict(chosen), stats, None, None, None, {})
+    return dict(chosen)
 
 
 def _failure_totals(report: CompileCheckReport) -> dict[str, int]:

@@ -20,26 +20,26 @@ from typing import Any, Callable, Mapping, Sequence
 
 import pytest
 
-from . import __version__
-from .evaluator import SearchHistory
-from .gate import (EntryCheck, GateOutcome, LockedSourceUnusable, check_entry, retune_command, run_ab_gate,
+from .. import __version__
+from ..engine.evaluator import SearchHistory
+from ..gate.verdict import (EntryCheck, GateOutcome, LockedSourceUnusable, check_entry, retune_command, run_ab_gate,
                    run_gate)
-from .lock.hashing import describe_callable, hash_problem, hash_source, hash_space, kernel_source_hash, stable_hash
-from .lock.problem import describe_problem
-from .lock.transfer import warm_start
-from .lock.lockfile import LockfileError, entry_key, get_entry, lockfile_path, merge_entries, read_lockfile, utc_timestamp
-from .lock.sources import load_source, store_source
+from ..lock.hashing import describe_callable, hash_problem, hash_source, hash_space, kernel_source_hash, stable_hash
+from ..lock.problem import describe_problem
+from ..lock.transfer import warm_start
+from ..lock.lockfile import LockfileError, entry_key, get_entry, lockfile_path, merge_entries, read_lockfile, utc_timestamp
+from ..lock.sources import load_source, store_source
 from .marker import TuneSettings
-from .measure import TimingStats
-from .probes import compare_machines, probes_for
-from .retune import RetuneDecision, decide
-from .runners import make_runner
-from .runners.errors import BackendUnavailable, SpecError
-from .runners.isolation import sharing_one_cpu
+from ..measure.timing import TimingStats
+from ..gate.probes import compare_machines, probes_for
+from ..gate.retune import RetuneDecision, decide
+from ..runners import make_runner
+from ..errors import BackendUnavailable, SpecError
+from ..runners.isolation import sharing_one_cpu
 from .scratch import ScratchCache, fingerprint
 from .session import SessionState
-from .space import SearchSpaceError
-from .tuner import TuneError, TuneResult, _evaluate, build_space, first_failures, spills, tune
+from ..space import SearchSpaceError
+from ..engine.tuner import TuneError, TuneResult, _evaluate, build_space, first_failures, spills, tune
 
 
 def _failed(message: str) -> BaseException:
@@ -96,7 +96,7 @@ class Autotune:
                **runner_options: Any) -> KernelResult:
         """Tune or gate a source kernel (CUDA via cupy/pycuda, OpenCL via opencl, C/C++ via the C runner)."""
         __tracebackhide__ = True
-        from .runners.kernel import KernelSpec, with_code
+        from ..runners.kernel import KernelSpec, with_code
 
         spec_kwargs: dict[str, Any] = dict(source=source, kernel_name=kernel_name, problem_size=problem_size,
                                            args=args, grid_div_x=grid_div_x, grid_div_y=grid_div_y,
@@ -113,7 +113,9 @@ class Autotune:
         if spec.lang == "cuda" and self.item.config.getoption("autotune_compile", None):
             from .compile_check import check_in_test  # --autotune-compile: NVRTC only, no device
 
-            return check_in_test(self, spec, label)
+            nan = float("nan")
+            no_timing = TimingStats(median=nan, mean=nan, min=nan, max=nan, iqr=nan, n=0, samples=[])
+            return KernelResult(label, "compile", check_in_test(self, spec, label), no_timing, None, None, None, {})
         hashes = {"source": kernel_source_hash(spec.code, kernel_name, spec.compiler_options),
                   "space": self._space_hash(),
                   "problem": hash_problem(spec.problem_size, spec.args)}
@@ -165,8 +167,8 @@ class Autotune:
         ``noise`` adds seeded relative noise to the samples.
         """
         __tracebackhide__ = True
-        from .datasets import load_dataset
-        from .runners.replay import ReplayRunner
+        from ..datasets import load_dataset
+        from ..simulation.replay import ReplayRunner
 
         path = Path(recording)
         if not path.is_absolute():
@@ -487,7 +489,7 @@ def _same_versions(entry: Mapping[str, Any], current: Mapping[str, Any]) -> bool
 
 def _winner_record(result: TuneResult) -> Any:
     """The search's winner as a runner-up record (when the locked winner was kept instead)."""
-    from .evaluator import EvaluationRecord
+    from ..engine.evaluator import EvaluationRecord
 
     return EvaluationRecord(-1, -1, dict(result.params), result.measurement, 0.0)
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from .evaluator import Budget
-from .measure import MeasureOptions
-from .runners.opencl_device import CONSTANT_NAMES as OPENCL_CONSTANTS
-from .space import SearchSpace, SearchSpaceError, compile_restriction
-from .space.callables import classify_callable, refused_restriction
-from .strategies import StrategyError, validate_strategy_spec
+from ..engine.evaluator import Budget
+from ..measure.timing import MeasureOptions
+from ..runners.opencl_device import CONSTANT_NAMES as OPENCL_CONSTANTS
+from ..space import SearchSpace, SearchSpaceError, compile_restriction
+from ..space.callables import classify_callable, refused_restriction
+from ..strategies import StrategyError, validate_strategy_spec
 
 # Device limits runners hand to the space as constants (see runners.device).
 DEVICE_CONSTANTS = (

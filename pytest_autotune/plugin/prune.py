@@ -18,8 +18,8 @@ from typing import Sequence
 
 import pytest
 
-from .lock.lockfile import lockfile_path, merge_entries, read_lockfile
-from .lock.sources import unreferenced_sources
+from ..lock.lockfile import lockfile_path, merge_entries, read_lockfile
+from ..lock.sources import unreferenced_sources
 
 
 class PruneError(Exception):
@@ -47,7 +47,7 @@ class _Collected:
             self.errors.append(report.nodeid or "<session>")
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        from .plugin import STATE_KEY
+        from .session import STATE_KEY
 
         self.rootdir = Path(str(session.config.rootpath))
         self.lockdir = session.config.stash[STATE_KEY].options.lockdir

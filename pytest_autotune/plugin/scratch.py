@@ -17,9 +17,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .lock.hashing import describe_callable, stable_hash
-from .results import FailureKind, Measurement
-from .space import SearchSpace
+from ..lock.hashing import describe_callable, stable_hash
+from ..results import FailureKind, Measurement
+from ..space import SearchSpace
 
 
 def _content(value: Any) -> Any:

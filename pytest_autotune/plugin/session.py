@@ -6,7 +6,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .evaluator import EvaluationRecord, Evaluator
+import pytest
+
+from ..engine.evaluator import EvaluationRecord, Evaluator
 
 MISSING_POLICIES = ("skip", "fail", "tune")
 INCOMPARABLE_POLICIES = ("warn", "skip", "fail")  # the gate on a machine unlike the lock's
@@ -83,3 +85,7 @@ class SessionState:
     def progress(self, label: str, budget: int | None) -> Progress:
         quiet = self.options.verbosity < 0 or self.options.is_worker
         return Progress(None if quiet else self.write_line, label, budget)
+
+
+STATE_KEY = pytest.StashKey[SessionState]()
+"""Where the session's state lives on ``config.stash`` (the hooks, the fixture and prune read it)."""

@@ -30,11 +30,11 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..measure import MeasureOptions
+from ..measure.timing import MeasureOptions
 from ..results import FailureKind
 from .compile_pool import CompiledArtefact, CompilerProcesses, artefact_cache_dir
 from .device import DeviceInfo, compiler_version, cpu_constants, detect_cpu_device
-from .errors import BackendUnavailable, SpecError
+from ..errors import BackendUnavailable, SpecError
 from .executor import CompileFailed, CompiledKernelExecutor
 from .isolation import HostedRunner
 from .kernel import Geometry, KernelSpec, instantiated_name, render_source

@@ -22,11 +22,11 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..measure import EarlyStop, MeasureOptions, time_runs
+from ..measure.timing import EarlyStop, MeasureOptions, time_runs
 from ..results import FailureKind, Measurement
-from ..verify import verify_outputs
+from ..measure.verify import verify_outputs
 from .device import DeviceInfo, cpu_constants, cuda_constants, detect_cpu_device, detect_cuda_device_cupy
-from .errors import InvalidConfiguration, SpecError
+from ..errors import InvalidConfiguration, SpecError
 from .executor import Executor, format_exception, output_copies
 from .isolation import HostedRunner
 from .kernel import describe_expected

@@ -10,7 +10,7 @@ from typing import Any
 from ..results import FailureKind
 from .device import DeviceInfo
 from .executor import CompiledKernelExecutor, RunFailure, check_kernel_resources
-from .errors import SpecError
+from ..errors import SpecError
 from .kernel import Geometry, KernelSpec
 from .kernel import split_template
 

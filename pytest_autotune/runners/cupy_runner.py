@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from ..measure import MeasureOptions
+from ..measure.timing import MeasureOptions
 from .cuda_common import CudaExecutor, check_cuda_spec
 from .device import cuda_constants, detect_cuda_device_cupy
-from .errors import BackendUnavailable, SpecError
+from ..errors import BackendUnavailable, SpecError
 from .executor import CompileFailed
 from .ncu import NsightProfiling
 from .isolation import HostedRunner

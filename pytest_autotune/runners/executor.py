@@ -26,11 +26,11 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..measure import EarlyStop, MeasureOptions, TimingStats, time_runs
+from ..measure.timing import EarlyStop, MeasureOptions, TimingStats, time_runs
 from ..results import FailureKind, Measurement
-from ..verify import verify_outputs
+from ..measure.verify import verify_outputs
 from .device import DeviceInfo
-from .errors import InvalidConfiguration, SpecError
+from ..errors import InvalidConfiguration, SpecError
 from .kernel import Geometry, KernelSpec, instantiated_name, launch_geometry, render_source
 
 # "jit": a first launch during which the runtime may still be compiling (PoCL builds each work-group

@@ -60,11 +60,11 @@ from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
-from ..measure import EarlyStop, MeasureOptions
+from ..measure.timing import EarlyStop, MeasureOptions
 from ..results import FailureKind, Measurement
 from .device import DeviceInfo
-from .errors import BackendUnavailable, SpecError
-from ..verify import verify_outputs
+from ..errors import BackendUnavailable, SpecError
+from ..measure.verify import verify_outputs
 from .compile_pool import CompilePool, CompileStage
 from .executor import SLOW_PHASES, Executor
 from .worker import HeartbeatBoard
@@ -514,7 +514,7 @@ class HostedRunner:
         With ``keep_outputs=True`` the argument values after the verification
         run are in ``measurement.extra["outputs"]`` (aligned with the args).
         ``stop``: end the timing early when the first runs are hopeless
-        (:class:`~pytest_autotune.measure.EarlyStop`; the search passes it).
+        (:class:`~pytest_autotune.measure.timing.EarlyStop`; the search passes it).
         """
         start = perf_counter()
         if getattr(self, "_pool", None) is not None:

@@ -28,7 +28,7 @@ from typing import Any, Callable, Mapping, Sequence, Union
 
 import numpy as np
 
-from .errors import InvalidConfiguration, SpecError
+from ..errors import InvalidConfiguration, SpecError
 
 Number = Union[int, float]
 Expr = Union[str, int]

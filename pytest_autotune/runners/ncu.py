@@ -49,7 +49,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .errors import BackendUnavailable
+from ..errors import BackendUnavailable
 from .kernel import KernelSpec, instantiated_name, launch_geometry, render_source, split_template
 
 __all__ = ["NcuError", "NCU_ENV", "default_metrics", "kernel_filter", "find_ncu", "ncu_available", "ncu_command",

@@ -39,7 +39,7 @@ from typing import Any, Mapping, Sequence
 from ..results import FailureKind
 from .compile_pool import CompiledArtefact, artefact_cache_dir
 from .cuda_arch import parse_arch
-from .errors import BackendUnavailable, InvalidConfiguration
+from ..errors import BackendUnavailable, InvalidConfiguration
 from .executor import check_kernel_resources, check_launch_limits
 from .kernel import KernelSpec, instantiated_name, launch_geometry, render_source
 

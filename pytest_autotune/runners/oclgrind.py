@@ -34,15 +34,15 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..measure import EarlyStop, MeasureOptions
+from ..measure.timing import EarlyStop, MeasureOptions
 from ..results import FailureKind, Measurement
 from .device import DeviceInfo
-from .errors import BackendUnavailable, InvalidConfiguration
+from ..errors import BackendUnavailable, InvalidConfiguration
 from .executor import CompileFailed, Executor, RunFailure, check_launch_limits
 from .isolation import ExecutorRecipe, IsolatedExecutor
 from .kernel import KernelSpec, instantiated_name, launch_geometry, ndrange, render_source
 from .opencl_device import detect_opencl_device, is_simulator, list_devices
-from .opencl_runner import (DeviceBuffers, build_kernel, build_options, import_pyopencl, local_sizes,
+from .opencl_runner import (DeviceBuffers, OpenCLRunner, build_kernel, build_options, import_pyopencl, local_sizes,
                             opencl_failure, set_kernel_args)
 
 MAX_REPORTED = 50  # Oclgrind stops printing after this many errors (per process)
@@ -251,3 +251,30 @@ class OclgrindCheck:
     def close(self) -> None:
         self._impl.close()
         shutil.rmtree(self.log_dir, ignore_errors=True)
+
+
+class CheckedOpenCLRunner(OpenCLRunner):
+    """The opencl runner with ``check=``: each configuration runs under Oclgrind first, and only a clean one
+    is compiled, verified and timed on the device (what :func:`~pytest_autotune.runners.make_runner` builds
+    for a spec with ``check``)."""
+
+    def __init__(self, spec: KernelSpec, **options: Any) -> None:
+        super().__init__(spec, **options)
+        try:
+            self.checker = OclgrindCheck(spec, self.measure, self.constants())
+        except BaseException:
+            super().close()
+            raise
+
+    def evaluate(self, params: Mapping[str, Any], keep_outputs: bool = False,
+                 stop: EarlyStop | None = None) -> Measurement:
+        verdict = self.checker.evaluate(params)
+        if not verdict.ok:
+            return verdict
+        measurement = super().evaluate(params, keep_outputs, stop=stop)
+        measurement.timings["check_s"] = verdict.timings.get("wall_s", 0.0)
+        return measurement
+
+    def close(self) -> None:
+        self.checker.close()
+        super().close()

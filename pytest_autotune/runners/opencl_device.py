@@ -28,7 +28,7 @@ import re
 from typing import Any, Sequence
 
 from .device import DeviceInfo
-from .errors import BackendUnavailable, SpecError
+from ..errors import BackendUnavailable, SpecError
 
 SIMULATOR_PLATFORMS = ("Oclgrind",)
 DEVICE_ENV = ("PYTEST_AUTOTUNE_DEVICE", "PYOPENCL_CTX")

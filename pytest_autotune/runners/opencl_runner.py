@@ -31,10 +31,10 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..measure import EarlyStop, MeasureOptions
+from ..measure.timing import EarlyStop, MeasureOptions
 from ..results import FailureKind, Measurement
 from .device import DeviceInfo
-from .errors import BackendUnavailable, InvalidConfiguration, SpecError
+from ..errors import BackendUnavailable, InvalidConfiguration, SpecError
 from .executor import CompileFailed, CompiledKernelExecutor, RunFailure, check_launch_limits
 from .isolation import HostedRunner
 from .kernel import Geometry, KernelSpec, LocalMemory, ndrange
@@ -323,29 +323,3 @@ class OpenCLRunner(HostedRunner):
         check_opencl_spec(spec)
         self.spec = spec
         super().__init__(isolate=isolate, measure=measure, spec=spec, device=device)
-        self.checker: Any = None
-        if spec.check is not None:
-            from .oclgrind import OclgrindCheck
-
-            try:
-                self.checker = OclgrindCheck(spec, self.measure, self.constants())
-            except BaseException:
-                super().close()
-                raise
-
-    def evaluate(self, params: Mapping[str, Any], keep_outputs: bool = False,
-                 stop: EarlyStop | None = None) -> Measurement:
-        """Check under Oclgrind (with ``check``), then compile, verify and time on the device."""
-        if self.checker is None:
-            return super().evaluate(params, keep_outputs, stop=stop)
-        verdict = self.checker.evaluate(params)
-        if not verdict.ok:
-            return verdict
-        measurement = super().evaluate(params, keep_outputs, stop=stop)
-        measurement.timings["check_s"] = verdict.timings.get("wall_s", 0.0)
-        return measurement
-
-    def close(self) -> None:
-        if self.checker is not None:
-            self.checker.close()
-        super().close()

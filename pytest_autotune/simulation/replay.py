@@ -15,8 +15,8 @@ same numbers. The measurement's value is the recorded value times ``scale``
 times the mean noise factor of its samples, so with ``noise=0`` it is the
 recorded value exactly and with noise it moves with its samples.
 
-``clock`` puts the runner on a simulated clock (:mod:`pytest_autotune.simulate`):
-a number of compile workers or a :class:`~pytest_autotune.simulate.Pipeline`.
+``clock`` puts the runner on a simulated clock (:mod:`pytest_autotune.simulation`):
+a number of compile workers or a :class:`~pytest_autotune.simulation.Pipeline`.
 Each evaluation is then charged its recorded costs (compile on a worker;
 verification, the timed runs and framework overhead on the one device; the
 host's own time between calls as measured), :meth:`ReplayRunner.prefetch`
@@ -34,11 +34,11 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..datasets import RecordedSpace, SpaceDefinition, load_dataset
-from ..measure import EarlyStop
+from ..measure.timing import EarlyStop
 from ..results import FailureKind, Measurement
-from ..simulate import CostCharger, Pipeline
-from .device import DeviceInfo
-from .errors import BackendUnavailable, SpecError
+from .clock import CostCharger, Pipeline
+from ..runners.device import DeviceInfo
+from ..errors import BackendUnavailable, SpecError
 
 __all__ = ["ReplayRunner", "ReplayError", "MIN_NOISE_FACTOR"]
 
@@ -205,7 +205,7 @@ class ReplayRunner:
     def profile(self, params: Mapping[str, Any]) -> dict[str, float]:
         """Recorded hardware counters (counter name -> value) of a configuration that ran.
 
-        Raises :class:`~pytest_autotune.runners.errors.BackendUnavailable` when the
+        Raises :class:`~pytest_autotune.errors.BackendUnavailable` when the
         recording has no counters and :class:`ReplayError` for a configuration
         that is not recorded or has no counters (failed configurations never do).
         """

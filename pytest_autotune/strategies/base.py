@@ -8,7 +8,7 @@ that may be invalid. ``value`` comes back as the objective (lower is better)
 or ``None`` when the configuration failed; failures are never turned into a
 fake number for a model.
 
-The :class:`~pytest_autotune.evaluator.Evaluator` drives the generator
+The :class:`~pytest_autotune.engine.evaluator.Evaluator` drives the generator
 through a :class:`~.batch.BatchSearch`: it memoises (asking again for an
 evaluated configuration is free and returns the cached value), enforces the
 budget and records everything. Strategies keep their own view of what they
@@ -114,7 +114,7 @@ class Strategy:
         """Configurations the evaluator keeps pending at once (see the module docstring); set by BatchSearch.
 
         It may change during a search (the evaluator keeps just enough pending
-        to keep the device busy, :mod:`pytest_autotune.pipeline_depth`), so a
+        to keep the device busy, :mod:`pytest_autotune.engine.pipeline_depth`), so a
         strategy reads it where it decides, not once at the start.
         """
         return self._batch_size

@@ -150,7 +150,7 @@ class ProfileSearch(Strategy):
         try:
             counters = self.profiler(self.space.get(row))  # type: ignore[misc]
         except Exception as exc:
-            from ..runners.errors import BackendUnavailable
+            from ..errors import BackendUnavailable
 
             if isinstance(exc, BackendUnavailable):
                 raise

@@ -85,7 +85,7 @@ def matmul_params(n: int) -> dict[str, Any]:
 
 def _run_matmul(a: np.ndarray, b: np.ndarray, params: dict[str, Any]) -> np.ndarray:
     """Compile ``matmul.c`` with ``params`` (cached on disk by the C runner) and run it once."""
-    from pytest_autotune.measure import MeasureOptions
+    from pytest_autotune.measure.timing import MeasureOptions
     from pytest_autotune.runners import make_runner
     from pytest_autotune.runners.kernel import KernelSpec
 
