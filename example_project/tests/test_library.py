@@ -60,7 +60,11 @@ def test_blocked_matmul_uses_this_machines_entry_of_the_lock(monkeypatch, tmp_pa
     blocking, is what blocked_matmul runs, for the tuned size and (nearest size) for another."""
     from pytest_autotune.runners.device import detect_cpu_device
 
-    committed = json.loads((LOCKDIR / "cpu-amd-epyc.json").read_text())
+    # the committed CPU lockfile (recorded on whichever machine tuned it last; any CPU lockfile will do)
+    committed = next((lock for lock in (json.loads(p.read_text()) for p in sorted(LOCKDIR.glob("cpu-*.json")))
+                      if any(e.get("kernel") == "matmul" for e in lock["entries"].values())), None)
+    if committed is None:
+        pytest.skip(f"no CPU lockfile in {LOCKDIR} holds a matmul entry (tune first: pytest --autotune)")
     (key, entry), = [(k, e) for k, e in committed["entries"].items() if e.get("kernel") == "matmul"]
     tuned = {"BLOCK_I": 16, "BLOCK_J": 32, "BLOCK_K": 8, "UNROLL": 4, "LOOP_ORDER": "kij"}
     assert tuned != MATMUL_DEFAULT and tuned != entry["params"]
