@@ -1,20 +1,40 @@
-"""The README's reference must cover every flag, ini option, marker argument, fixture method
-and hook the code defines: this test fails when one is added without documentation."""
+"""The manual's reference (docs/reference/) must cover every flag, ini option, marker argument, measure
+option, fixture method, hook, runner and console-script command the code defines. Everything is listed
+from the live code, so a new flag (or hook, or command) fails here until it is documented.
+
+Also the README's promises: its two set-up commands come first and match .ci/run, it stays short, and
+every ``from pytest_autotune ... import ...`` line of the README and the manual imports.
+"""
 from __future__ import annotations
 
+import importlib
 import inspect
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from pytest_autotune import plugin
-from pytest_autotune.plugin import hookspec
-from pytest_autotune.plugin.fixture import Autotune
-from pytest_autotune.plugin.marker import MARKER_ARGS
-from pytest_autotune.measure.timing import MeasureOptions
+import pytest_autotune.plugin as plugin
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-REFERENCE = README.split("## Reference", 1)[1]
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+REFERENCE = DOCS / "reference"
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def _page(name: str) -> str:
+    return (REFERENCE / name).read_text(encoding="utf-8")
+
+
+def _attr(name: str, *modules: str) -> Any:
+    """``name`` from the first of ``modules`` that has it (the package layout moves modules around)."""
+    for module in modules:
+        try:
+            return getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError):
+            continue
+    raise AssertionError(f"{name} not found in any of {modules}")
 
 
 class _Recorder:
@@ -37,76 +57,154 @@ class _Recorder:
 @pytest.fixture(scope="module")
 def registered() -> _Recorder:
     recorder = _Recorder()
-    plugin.pytest_addoption(recorder)  # type: ignore[arg-type]
+    hook = plugin.pytest_addoption
+    kwargs = {"pluginmanager": None} if "pluginmanager" in inspect.signature(hook).parameters else {}
+    hook(recorder, **kwargs)  # type: ignore[arg-type]
     return recorder
 
 
 def test_every_flag_is_documented(registered: _Recorder) -> None:
+    page = _page("options.md")
     assert registered.flags
-    missing = [f for f in registered.flags if f"`{f}" not in REFERENCE]
-    assert not missing, f"flags missing from the README reference: {missing}"
+    missing = [f for f in registered.flags if not re.search(rf"`{re.escape(f)}(?![\w-])", page)]
+    assert not missing, f"flags missing from docs/reference/options.md: {missing}"
 
 
 def test_every_ini_option_is_documented(registered: _Recorder) -> None:
+    page = _page("options.md")
     assert registered.ini
-    missing = [n for n in registered.ini if f"`{n}`" not in REFERENCE]
-    assert not missing, f"ini options missing from the README reference: {missing}"
+    missing = [n for n in registered.ini if f"| `{n}` |" not in page]
+    assert not missing, f"ini options missing from docs/reference/options.md: {missing}"
 
 
 def test_every_marker_argument_is_documented() -> None:
-    missing = [a for a in MARKER_ARGS if f"| `{a}` |" not in REFERENCE]
-    assert not missing, f"marker arguments missing from the README reference: {missing}"
+    args = _attr("MARKER_ARGS", "pytest_autotune.plugin.marker", "pytest_autotune.marker")
+    page = _page("marker.md")
+    missing = [a for a in args if f"| `{a}` |" not in page]
+    assert not missing, f"marker arguments missing from docs/reference/marker.md: {missing}"
 
 
 def test_every_measure_option_is_documented() -> None:
-    missing = [f for f in MeasureOptions.__dataclass_fields__ if f"`{f}`" not in REFERENCE]
-    assert not missing, f"measure options missing from the README reference: {missing}"
+    options = _attr("MeasureOptions", "pytest_autotune.measure.timing", "pytest_autotune.measure")
+    page = _page("marker.md").split("## Measure options", 1)[1]
+    missing = [f for f in options.__dataclass_fields__ if f"`{f}`" not in page]
+    assert not missing, f"measure options missing from docs/reference/marker.md: {missing}"
 
 
 def test_every_fixture_method_and_parameter_is_documented() -> None:
-    methods = [name for name, fn in inspect.getmembers(Autotune, inspect.isfunction) if not name.startswith("_")]
+    autotune = _attr("Autotune", "pytest_autotune.plugin.fixture", "pytest_autotune.fixture")
+    page = _page("fixture.md")
+    methods = [name for name, fn in inspect.getmembers(autotune, inspect.isfunction) if not name.startswith("_")]
     assert {"kernel", "function", "replay"} <= set(methods)
     for name in methods:
-        row = next((line for line in REFERENCE.splitlines() if line.startswith(f"| `{name}(")), None)
-        assert row is not None, f"fixture method {name}() missing from the README reference"
-        params = [p for p in inspect.signature(getattr(Autotune, name)).parameters
-                  if p not in ("self",) and inspect.signature(getattr(Autotune, name)).parameters[p].kind
-                  is not inspect.Parameter.VAR_KEYWORD]
-        undocumented = [p for p in params if p not in row]
-        assert not undocumented, f"{name}(): parameters missing from the README reference: {undocumented}"
+        row = next((line for line in page.splitlines() if line.startswith(f"| `{name}(")), None)
+        assert row is not None, f"fixture method {name}() missing from docs/reference/fixture.md"
+        params = [p.name for p in inspect.signature(getattr(autotune, name)).parameters.values()
+                  if p.name != "self" and p.kind is not inspect.Parameter.VAR_KEYWORD]
+        undocumented = [p for p in params if not re.search(rf"\b{p}\b", row)]
+        assert not undocumented, f"{name}(): parameters missing from docs/reference/fixture.md: {undocumented}"
+    kernel_args = page.split("## `kernel(...)` arguments", 1)[1].split("\n## ", 1)[0]
+    params = [p for p in inspect.signature(autotune.kernel).parameters
+              if p != "self" and inspect.signature(autotune.kernel).parameters[p].kind
+              is not inspect.Parameter.VAR_KEYWORD]
+    missing = [p for p in params if f"`{p}`" not in kernel_args]
+    assert not missing, f"kernel() arguments without a row in docs/reference/fixture.md: {missing}"
 
 
 def test_every_hook_is_documented() -> None:
+    hookspec = None
+    for module in ("pytest_autotune.plugin.hookspec", "pytest_autotune.hookspec"):
+        try:
+            hookspec = importlib.import_module(module)
+            break
+        except ImportError:
+            continue
+    assert hookspec is not None
     hooks = [n for n, _ in inspect.getmembers(hookspec, inspect.isfunction) if n.startswith("pytest_autotune_")]
     assert hooks
-    missing = [h for h in hooks if f"`{h}(" not in REFERENCE]
-    assert not missing, f"hooks missing from the README reference: {missing}"
-
-
-def test_readme_starts_with_the_two_setup_commands() -> None:
-    setup = README.split("## Set-up on a fresh machine", 1)[1].split("##", 1)[0]
-    ci = (Path(__file__).resolve().parents[1] / ".ci" / "run").read_text()
-    test_command = next(line.strip() for line in ci.splitlines() if "python -m pytest" in line)
-    assert test_command in setup, "the README's test command and .ci/run must agree"
-    assert "--autotune" in setup and "example_project" in setup
-
-
-def test_the_readme_imports_work():
-    """Every ``from pytest_autotune... import ...`` line the README shows imports (the top-level ``tune`` once did not)."""
-    lines = sorted({line.strip() for line in README.splitlines()
-                    if line.strip().startswith(("from pytest_autotune", "import pytest_autotune"))})
-    assert any("import tune" in line for line in lines)
-    for line in lines:
-        exec(compile(line, "README.md", "exec"), {})
+    page = _page("hooks.md")
+    missing = [h for h in hooks if f"`{h}(" not in page]
+    assert not missing, f"hooks missing from docs/reference/hooks.md: {missing}"
 
 
 def test_every_console_script_command_and_flag_is_documented() -> None:
     from pytest_autotune.cli import build_parser
 
+    page = _page("cli.md")
     parser = build_parser()
     (sub,) = [a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction"]
+    assert sub.choices
     for command, subparser in sub.choices.items():
-        assert f"`pytest-autotune {command}" in REFERENCE, f"console script command {command!r} missing from the README"
+        assert f"`pytest-autotune {command}" in page, f"command {command!r} missing from docs/reference/cli.md"
         flags = [s for a in subparser._actions for s in a.option_strings if s.startswith("--") and s != "--help"]
-        missing = [f for f in flags if f"{f}" not in REFERENCE]
-        assert not missing, f"pytest-autotune {command}: flags missing from the README reference: {missing}"
+        missing = [f for f in flags if not re.search(rf"{re.escape(f)}(?![\w-])", page)]
+        assert not missing, f"pytest-autotune {command}: flags missing from docs/reference/cli.md: {missing}"
+
+
+def test_every_runner_has_a_page_in_the_nav() -> None:
+    from pytest_autotune.runners import RUNNERS
+
+    nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    for name in RUNNERS:
+        assert (REFERENCE / "runners" / f"{name}.md").is_file(), f"runner {name!r} has no reference page"
+        assert f"reference/runners/{name}.md" in nav, f"runner {name!r}'s page is not in the mkdocs.yml nav"
+
+
+@pytest.mark.parametrize("page, names", [
+    ("runners/c.md", lambda: ("cpu_count", "l1d_cache", "l2_cache", "l3_cache")),
+    ("runners/cupy.md", lambda: _attr("_CUDA_CONSTANT_KEYS", "pytest_autotune.runners.device")),
+    ("runners/opencl.md", lambda: (*_attr("CONSTANT_NAMES", "pytest_autotune.runners.opencl_device"),
+                                   *_attr("CUDA_ALIASES", "pytest_autotune.runners.opencl_device").values())),
+])
+def test_every_device_limit_constant_is_documented(page: str, names) -> None:
+    """The constants each runner hands to restrictions (read from the code) appear on its page."""
+    text = _page(page)
+    missing = []
+    for name in names():
+        stem = re.sub(r"_[xyz]$", "", name)  # max_block_dim_x is written max_block_dim_x/y/z
+        if f"`{name}`" not in text and f"`{stem}_x/y/z`" not in text:
+            missing.append(name)
+    assert not missing, f"constants missing from docs/reference/{page}: {missing}"
+
+
+def test_the_c_runner_constants_are_what_the_code_returns() -> None:
+    from pytest_autotune.runners.device import DeviceInfo, cpu_constants
+
+    info = DeviceInfo(model="x", kind="cpu", properties={"cpu_count": 2, "l1d_cache": 1, "l2_cache": 2,
+                                                         "l3_cache": 3, "machine": "x86_64", "max_threads": 9})
+    assert set(cpu_constants(info)) == {"cpu_count", "l1d_cache", "l2_cache", "l3_cache"}
+
+
+def test_readme_starts_with_the_two_setup_commands() -> None:
+    commands = [line.strip() for line in README.splitlines() if line.startswith("    ") and line.strip()]
+    ci = (ROOT / ".ci" / "run").read_text()
+    test_command = next(line.strip() for line in ci.splitlines() if "python -m pytest" in line)
+    assert commands[0] == ('python -m pip install -e ".[test]" -e ./example_project && cd example_project && '
+                           'python -m pytest --autotune')
+    assert commands[1] == test_command == "python -m pytest -q -n 2 tests"
+
+
+def test_readme_is_short() -> None:
+    assert len(README.splitlines()) <= 250
+
+
+def _import_lines() -> list[tuple[str, str]]:
+    lines = set()
+    for path in [ROOT / "README.md", *DOCS.rglob("*.md")]:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            line = line.strip()
+            if line.startswith(("from pytest_autotune", "import pytest_autotune")):
+                lines.add((path.relative_to(ROOT).as_posix(), line))
+    return sorted(lines)
+
+
+def test_the_imports_shown_work() -> None:
+    """Every ``from pytest_autotune... import ...`` line the README and the manual show imports."""
+    lines = _import_lines()
+    assert any("import locked_params" in line for _, line in lines)
+    assert any("import tune" in line for _, line in lines)
+    for where, line in lines:
+        try:
+            exec(compile(line, where, "exec"), {})
+        except ImportError as exc:
+            raise AssertionError(f"{where}: {line!r} fails: {exc}") from None
