@@ -7,15 +7,18 @@ every ``from pytest_autotune ... import ...`` line of the README and the manual 
 """
 from __future__ import annotations
 
-import importlib
 import inspect
 import re
 from pathlib import Path
-from typing import Any
-
 import pytest
 
 import pytest_autotune.plugin as plugin
+from pytest_autotune.measure.timing import MeasureOptions
+from pytest_autotune.plugin import hookspec
+from pytest_autotune.plugin.fixture import Autotune
+from pytest_autotune.plugin.marker import MARKER_ARGS
+from pytest_autotune.runners import opencl_device
+from pytest_autotune.runners.device import _CUDA_CONSTANT_KEYS, DeviceInfo, cpu_constants
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -25,16 +28,6 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 def _page(name: str) -> str:
     return (REFERENCE / name).read_text(encoding="utf-8")
-
-
-def _attr(name: str, *modules: str) -> Any:
-    """``name`` from the first of ``modules`` that has it (the package layout moves modules around)."""
-    for module in modules:
-        try:
-            return getattr(importlib.import_module(module), name)
-        except (ImportError, AttributeError):
-            continue
-    raise AssertionError(f"{name} not found in any of {modules}")
 
 
 class _Recorder:
@@ -78,21 +71,19 @@ def test_every_ini_option_is_documented(registered: _Recorder) -> None:
 
 
 def test_every_marker_argument_is_documented() -> None:
-    args = _attr("MARKER_ARGS", "pytest_autotune.plugin.marker", "pytest_autotune.marker")
     page = _page("marker.md")
-    missing = [a for a in args if f"| `{a}` |" not in page]
+    missing = [a for a in MARKER_ARGS if f"| `{a}` |" not in page]
     assert not missing, f"marker arguments missing from docs/reference/marker.md: {missing}"
 
 
 def test_every_measure_option_is_documented() -> None:
-    options = _attr("MeasureOptions", "pytest_autotune.measure.timing", "pytest_autotune.measure")
     page = _page("marker.md").split("## Measure options", 1)[1]
-    missing = [f for f in options.__dataclass_fields__ if f"`{f}`" not in page]
+    missing = [f for f in MeasureOptions.__dataclass_fields__ if f"`{f}`" not in page]
     assert not missing, f"measure options missing from docs/reference/marker.md: {missing}"
 
 
 def test_every_fixture_method_and_parameter_is_documented() -> None:
-    autotune = _attr("Autotune", "pytest_autotune.plugin.fixture", "pytest_autotune.fixture")
+    autotune = Autotune
     page = _page("fixture.md")
     methods = [name for name, fn in inspect.getmembers(autotune, inspect.isfunction) if not name.startswith("_")]
     assert {"kernel", "function", "replay"} <= set(methods)
@@ -112,14 +103,6 @@ def test_every_fixture_method_and_parameter_is_documented() -> None:
 
 
 def test_every_hook_is_documented() -> None:
-    hookspec = None
-    for module in ("pytest_autotune.plugin.hookspec", "pytest_autotune.hookspec"):
-        try:
-            hookspec = importlib.import_module(module)
-            break
-        except ImportError:
-            continue
-    assert hookspec is not None
     hooks = [n for n, _ in inspect.getmembers(hookspec, inspect.isfunction) if n.startswith("pytest_autotune_")]
     assert hooks
     page = _page("hooks.md")
@@ -152,9 +135,8 @@ def test_every_runner_has_a_page_in_the_nav() -> None:
 
 @pytest.mark.parametrize("page, names", [
     ("runners/c.md", lambda: ("cpu_count", "l1d_cache", "l2_cache", "l3_cache")),
-    ("runners/cupy.md", lambda: _attr("_CUDA_CONSTANT_KEYS", "pytest_autotune.runners.device")),
-    ("runners/opencl.md", lambda: (*_attr("CONSTANT_NAMES", "pytest_autotune.runners.opencl_device"),
-                                   *_attr("CUDA_ALIASES", "pytest_autotune.runners.opencl_device").values())),
+    ("runners/cupy.md", lambda: _CUDA_CONSTANT_KEYS),
+    ("runners/opencl.md", lambda: (*opencl_device.CONSTANT_NAMES, *opencl_device.CUDA_ALIASES.values())),
 ])
 def test_every_device_limit_constant_is_documented(page: str, names) -> None:
     """The constants each runner hands to restrictions (read from the code) appear on its page."""
@@ -168,8 +150,6 @@ def test_every_device_limit_constant_is_documented(page: str, names) -> None:
 
 
 def test_the_c_runner_constants_are_what_the_code_returns() -> None:
-    from pytest_autotune.runners.device import DeviceInfo, cpu_constants
-
     info = DeviceInfo(model="x", kind="cpu", properties={"cpu_count": 2, "l1d_cache": 1, "l2_cache": 2,
                                                          "l3_cache": 3, "machine": "x86_64", "max_threads": 9})
     assert set(cpu_constants(info)) == {"cpu_count", "l1d_cache", "l2_cache", "l3_cache"}
