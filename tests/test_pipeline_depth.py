@@ -124,7 +124,7 @@ def test_the_evaluator_measures_the_pending_configuration_first_ready_names() ->
 
 
 def test_tune_with_a_prefetch_pipelines_as_a_compile_pool_does(spaces_dir, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The README's simulated-clock example: tune(replay runner with a clock, batch_size, prefetch)."""
+    """The manual's simulated-clock example (docs/how-to/replay.md): tune(replay runner with a clock, batch_size, prefetch)."""
     from pytest_autotune.engine import evaluator as evaluator_module
     from pytest_autotune import tune
     from pytest_autotune.simulation.replay import ReplayRunner

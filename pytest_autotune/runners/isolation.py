@@ -12,7 +12,7 @@ pytest_autotune.runners.worker``), connected by a socket pair and a small
 shared heartbeat file, both passed as file descriptors. It is not a
 :mod:`multiprocessing` child: spawn and forkserver children re-import the
 caller's ``__main__`` file, which re-runs a plain script that has no
-``if __name__ == "__main__"`` guard (the README's "Without pytest" example).
+``if __name__ == "__main__"`` guard (the manual's docs/how-to/without-pytest.md).
 It starts in its own session, so Ctrl-C at the terminal reaches only the
 caller, and its stderr is the caller's (compiler crashes stay visible). It
 applies the caller's current environment, working directory and

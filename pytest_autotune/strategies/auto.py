@@ -14,7 +14,7 @@ exactly as reproducible as the strategy it picks. The same-run tables (ours,
 Kernel Tuner 1.5.0, Optuna 5.0.0) are ``benchmarks/results/strategies.json``
 (seeds 0-19), ``strategies_seeds20_39.json``, ``strategies_heldout.json``
 (seeds 40-59) and ``strategies_heldout80_99.json`` (seeds 80-99), summarised
-in the README's strategy section; ``strategies_cpu_matmul.json`` scores a
+in the manual's docs/explanation/auto.md; ``strategies_cpu_matmul.json`` scores a
 space recorded here on the CPU, which played no part in the choices.
 
 Why this choice (metric: 0 = random search, 1 = the optimum at once; mean

@@ -459,7 +459,7 @@ class SimulatedAnnealing(_LocalSearch):
     ``asynchronous=False`` a step sends ``batch_size`` neighbours out
     together and moves once all are back (to the best improvement). Measured
     at 8 compile workers on the simulated clock (``auto``, 20 seeds, the 15
-    recorded spaces): see the README's section on compiling ahead.
+    recorded spaces): see docs/how-to/compile-ahead.md.
     """
 
     name = "simulated_annealing"
