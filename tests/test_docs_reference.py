@@ -188,3 +188,24 @@ def test_the_imports_shown_work() -> None:
             exec(compile(line, where, "exec"), {})
         except ImportError as exc:
             raise AssertionError(f"{where}: {line!r} fails: {exc}") from None
+
+
+def test_the_ini_defaults_documented_are_the_code_s() -> None:
+    from pytest_autotune.plugin import INI_OPTIONS
+
+    page = _page("options.md")
+    for name, (_, default) in INI_OPTIONS.items():
+        row = next(line for line in page.splitlines() if line.startswith(f"| `{name}` |"))
+        assert row.split("|")[2].strip() == f"`{default}`", f"{name}: documented default differs from {default!r}"
+
+
+def test_the_measure_defaults_documented_are_the_code_s() -> None:
+    import dataclasses
+
+    page = _page("marker.md").split("## Measure options", 1)[1]
+    for field in dataclasses.fields(MeasureOptions):
+        row = next(line for line in page.splitlines()
+                   if line.startswith("| `") and f"`{field.name}`" in line.split("|")[1])
+        names = [n.strip(" `") for n in row.split("|")[1].split(",")]
+        defaults = [d.strip(" `") for d in row.split("|")[2].split(",")]
+        assert defaults[names.index(field.name)] == str(field.default), f"measure option {field.name}"

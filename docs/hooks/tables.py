@@ -13,6 +13,7 @@ Views (and the file each reads by default):
 * ``time_to_solution`` (``time_to_solution.json``): simulated seconds to within 5 % / 1 %.
 * ``early_stop`` (``early_stop.json``): the early-stopping rules compared.
 * ``compile_pool`` (``compile_pool.json``): ``pytest --autotune`` wall time, 1 vs 2 compile workers.
+* ``transfer`` (``transfer_patience.json``): warm start from other GPUs' locks, cold -> warm per family.
 
 ``render(view, path)`` is importable, so a test can render a view without building the site.
 """
@@ -126,12 +127,30 @@ def view_compile_pool(data: dict[str, Any]) -> str:
     return table + f"\n\n*Wall time of 2 workers over 1 (median of the paired rounds): {data['wall_ratio_2_over_1']:.2f}.*"
 
 
+_FAMILY = {"all": "all {n} GPUs", "convolution": "convolution ({n} GPUs, T4)", "gemm": "GEMM ({n})",
+           "pnpoly": "pnpoly ({n})", "ktt_convolution": "KTT convolution ({n})"}
+
+
+def view_transfer(data: dict[str, Any]) -> str:
+    budgets = data["meta"]["budgets"]
+    warm = next(v for v in data["variants"] if v.startswith("warm"))
+    rows = []
+    for family, per_budget in data["families"].items():
+        n = per_budget[budgets[0]]["cold"]["spaces"]
+        label = _FAMILY.get(family, family + " ({n})").format(n=n)
+        rows.append([label, *(f"{per_budget[b]['cold']['mean']:.2f} -> **{per_budget[b][warm]['mean']:.2f}**"
+                              for b in budgets)])
+    headers = ["family", *(f"budget {b}" if i == 0 else b for i, b in enumerate(budgets))]
+    return _table(headers, rows) + f"\n\n*Mean score, cold -> **warm**; {data['meta']['runs']} seeds.*"
+
+
 VIEWS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "strategies": ("strategies.json", view_strategies),
     "batch": ("batch.json", view_batch),
     "time_to_solution": ("time_to_solution.json", view_time_to_solution),
     "early_stop": ("early_stop.json", view_early_stop),
     "compile_pool": ("compile_pool.json", view_compile_pool),
+    "transfer": ("transfer_patience.json", view_transfer),
 }
 
 
