@@ -201,6 +201,28 @@ def test_cache_rereads_a_changed_file_and_returns_copies(lockdir: Path) -> None:
     assert locked_params("reduce", None, lockdir, device="test-gpu") == {"threads": 512}
 
 
+def test_cache_tells_apart_files_of_equal_size_and_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A relative lockdir from two working directories, or a file replaced (atomically, as merge_entries
+    writes) by one of the same size within the clock's resolution: the cache must not serve the old
+    file because size and modification time agree."""
+    for name, threads in (("a", 128), ("b", 512)):
+        write(tmp_path / name / "autotune.lock", "test-gpu",
+              {"tests/test_red.py::test_red::reduce": entry({"threads": threads}, 100000, kernel="reduce")})
+    a, b = (tmp_path / n / "autotune.lock" / "test-gpu.json" for n in ("a", "b"))
+    assert a.stat().st_size == b.stat().st_size
+    os.utime(b, ns=(a.stat().st_atime_ns, a.stat().st_mtime_ns))
+    monkeypatch.chdir(tmp_path / "a")
+    assert locked_params("reduce", None, "autotune.lock", device="test-gpu") == {"threads": 128}
+    monkeypatch.chdir(tmp_path / "b")
+    assert locked_params("reduce", None, "autotune.lock", device="test-gpu") == {"threads": 512}
+    # the same path, replaced by a file of the same size and time
+    stamp = (a.stat().st_atime_ns, a.stat().st_mtime_ns)
+    os.replace(b, a)
+    os.utime(a, ns=stamp)
+    monkeypatch.chdir(tmp_path / "a")
+    assert locked_params("reduce", None, "autotune.lock", device="test-gpu") == {"threads": 512}
+
+
 def test_corrupt_lockfile_names_the_file(tmp_path: Path) -> None:
     (tmp_path / "test-gpu.json").write_text("{")
     with pytest.raises(LockfileError, match="test-gpu.json: not valid JSON"):

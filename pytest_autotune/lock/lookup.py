@@ -77,7 +77,7 @@ class _Index:
     memo: dict[tuple[Any, ...], tuple[_Tuned, str | None]]
 
 
-_CACHE: dict[str, tuple[tuple[int, int], _Index]] = {}
+_CACHE: dict[str, tuple[tuple[int, int, int, int], _Index]] = {}
 _PATHS: dict[tuple[str, str], Path] = {}
 
 
@@ -98,14 +98,16 @@ def _path(lockdir: str | os.PathLike[str], slug: str) -> Path:
 
 
 def _index(path: Path) -> _Index | None:
-    """The lockfile at ``path`` by kernel name; re-parsed only when its size or modification time changed
-    (one ``stat`` per call: a re-tuned lock is seen at once)."""
+    """The lockfile at ``path`` by kernel name; re-parsed only when the file changed (one ``stat`` per call: a
+    re-tuned lock is seen at once). Changed means another file (device and inode: writers replace the file
+    atomically, and a relative ``path`` names another file after a ``chdir``), or another size or
+    modification time: size and time alone miss a same-size rewrite within the clock's resolution."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
         _CACHE.pop(str(path), None)
         return None
-    stamp = (st.st_mtime_ns, st.st_size)
+    stamp = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
     cached = _CACHE.get(str(path))
     if cached is not None and cached[0] == stamp:
         return cached[1]
