@@ -209,3 +209,11 @@ def test_the_measure_defaults_documented_are_the_code_s() -> None:
         names = [n.strip(" `") for n in row.split("|")[1].split(",")]
         defaults = [d.strip(" `") for d in row.split("|")[2].split(",")]
         assert defaults[names.index(field.name)] == str(field.default), f"measure option {field.name}"
+
+
+def test_every_strategy_is_named() -> None:
+    from pytest_autotune.strategies.registry import available_strategies
+
+    page = _page("marker.md").split("## Strategies", 1)[1].split("\n## ", 1)[0]
+    missing = [s for s in available_strategies() if f"`{s}`" not in page]
+    assert not missing, f"strategies missing from docs/reference/marker.md: {missing}"
