@@ -53,7 +53,7 @@ class KernelResult:
     """What a test gets back: the winner (tuned or locked), its timing and outputs."""
 
     kernel: str
-    mode: str  # "tune" | "gate" | "locked" (left alone by --autotune=missing)
+    mode: str  # "tune" | "gate" | "locked" (left alone by --autotune=missing) | "compile" (--autotune-compile)
     params: dict[str, Any]
     stats: TimingStats
     outputs: list[Any] | None = None
