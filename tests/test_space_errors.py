@@ -36,6 +36,15 @@ def test_unknown_name_without_a_close_match_lists_the_parameters():
     message = error_of(BLOCKS, ["zzz > 1"])
     assert "unknown name 'zzz'" in message
     assert "parameters are block_size_x, block_size_y, tile_size" in message
+    assert message.endswith("; no constants")
+
+
+def test_unknown_name_without_a_close_match_lists_the_constants_too():
+    """A GPU limit under the C runner: the message says which limits this device does offer."""
+    message = error_of(BLOCKS, ["block_size_x <= max_threads"],
+                       constants={"cpu_count": 2, "l1d_cache": 32768, "l2_cache": 1 << 20, "l3_cache": 1 << 25})
+    assert "unknown name 'max_threads'; parameters are block_size_x, block_size_y, tile_size; " \
+           "constants are cpu_count, l1d_cache, l2_cache, l3_cache" in message
 
 
 @pytest.mark.parametrize("text", ["block_size_x >> > 1", "block_size_x * (block_size_y", "x = 1",

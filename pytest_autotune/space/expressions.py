@@ -232,7 +232,11 @@ class _Compiler:
             return lambda env, bad: value
         known = self.parameters + list(self.constants)
         close = difflib.get_close_matches(name, known, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else f"; parameters are {', '.join(self.parameters)}"
+        if close:
+            hint = f"; did you mean {close[0]!r}?"
+        else:  # a device limit of another runner (max_threads under the C runner) needs the names at hand
+            hint = f"; parameters are {', '.join(self.parameters)}"
+            hint += f"; constants are {', '.join(sorted(self.constants))}" if self.constants else "; no constants"
         raise self.fail(f"unknown name {name!r}{hint}")
 
     # -- operators ----------------------------------------------------------
