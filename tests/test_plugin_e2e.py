@@ -331,7 +331,7 @@ def test_tune_lock_gate_regression_and_faster(project: pytest.Pytester) -> None:
     p = re.search(r"tolerance 50%, Mann-Whitney U one-sided p = ([\d.e+-]+) \(alpha 0.01\)", out)
     assert p and float(p[1]) < 0.01, out
     assert f"locked params: {entry['params']}" in out
-    assert "re-tune with: pytest --autotune=all test_work.py::test_work" in out
+    assert "re-tune with: pytest --autotune test_work.py::test_work" in out
     row = summary_rows(result)["test_work.py::test_work::work"]
     assert row[1:3] == ["gate", "REGRESSION"] and row[5].startswith("+")
     assert "the winner slowed relative to its runner-up" in out
@@ -355,7 +355,7 @@ def test_tune_lock_gate_regression_and_faster(project: pytest.Pytester) -> None:
     row = summary_rows(result)["test_work.py::test_work::work"]
     assert row[1:3] == ["gate", "faster"] and row[5].startswith("-")
     result.stdout.re_match_lines([r"note: kernel 'work' is \d+\.\d% faster than locked \(p = .*\); "
-                                  r"consider updating the lock: pytest --autotune=all test_work.py::test_work"])
+                                  r"consider updating the lock: pytest --autotune test_work.py::test_work"])
     assert path.read_bytes() == locked_bytes
 
     # 5. --autotune re-tunes deliberately. The locked winner is measured again as a candidate; it is kept
@@ -393,14 +393,14 @@ def test_missing_entry_policies_and_stale_source(project: pytest.Pytester) -> No
     result = run(project)
     result.assert_outcomes(skipped=2)
     result.stdout.fnmatch_lines([f"*autotune: no lock entry for '{key_a}' in *; tune it with: "
-                                 "pytest --autotune=all test_two.py::test_a"])
+                                 "pytest --autotune test_two.py::test_a"])
     assert {r[2] for r in summary_rows(result).values()} == {"missing"}
     assert lock_files(project) == []
 
     # --autotune-missing=fail: a failure per test, with the re-tune command.
     result = run(project, "--autotune-missing=fail")
     result.assert_outcomes(failed=2)
-    result.stdout.fnmatch_lines([f"*no lock entry for '{key_b}'*tune it with: pytest --autotune=all test_two.py::test_b*"])
+    result.stdout.fnmatch_lines([f"*no lock entry for '{key_b}'*tune it with: pytest --autotune test_two.py::test_b*"])
     assert lock_files(project) == []
 
     # --autotune-missing=tune: a plain run tunes what it lacks (here only test_a, selected with -k).
@@ -410,13 +410,13 @@ def test_missing_entry_policies_and_stale_source(project: pytest.Pytester) -> No
     assert set(lock["entries"]) == {key_a}
     entry_a = lock["entries"][key_a]
 
-    # --autotune=missing: tunes test_b; test_a has a valid entry and is left alone (neither re-tuned nor
+    # --autotune --autotune-only=missing: tunes test_b; test_a has a valid entry and is left alone (neither re-tuned nor
     # gated; its entry stays byte for byte as it was), and the summary says so.
-    result = run(project, "--autotune=missing")
+    result = run(project, "--autotune", "--autotune-only=missing")
     result.assert_outcomes(passed=2)
     rows = summary_rows(result)
     assert rows[key_a][1:3] == ["locked", "left alone"] and rows[key_b][1:3] == ["tune", "first lock"]
-    result.stdout.fnmatch_lines([f"autotune: left alone by --autotune=missing (valid lock entry*): {key_a}"])
+    result.stdout.fnmatch_lines([f"autotune: left alone by --autotune-only=missing (valid lock entry*): {key_a}"])
     _, lock = the_lockfile(project)
     assert set(lock["entries"]) == {key_a, key_b} and lock["entries"][key_a] == entry_a
 
@@ -441,14 +441,14 @@ def test_missing_entry_policies_and_stale_source(project: pytest.Pytester) -> No
         "argument 3: value 16384 -> 8192)",
         "*short test summary info*",
         "SKIPPED [[]1[]] test_two.py:*: autotune: lock entry is stale: the problem changed*; tune it with: "
-        "pytest --autotune=all test_two.py::test_a"])
+        "pytest --autotune test_two.py::test_a"])
     result = run(project, "--autotune-missing=fail", "-k", "test_b")
     result.assert_outcomes(failed=1, deselected=1)
     result.stdout.fnmatch_lines(["*lock entry is stale: the problem changed*; tune it with: "
-                                 "pytest --autotune=all test_two.py::test_b*"])
+                                 "pytest --autotune test_two.py::test_b*"])
 
-    # --autotune=missing re-tunes stale entries; afterwards the gate passes again.
-    result = run(project, "--autotune=missing")
+    # --autotune-only=missing re-tunes stale entries; afterwards the gate passes again.
+    result = run(project, "--autotune", "--autotune-only=missing")
     result.assert_outcomes(passed=2)
     assert {r[1] for r in summary_rows(result).values()} == {"tune"}
     _, lock = the_lockfile(project)
@@ -666,7 +666,7 @@ def test_replay_lifecycle_report_plots_and_progress(project: pytest.Pytester) ->
         "  locked median 1 ms (n=14)  ->  now 1.25 ms (n=7): +25.0%",
         "  tolerance 10%, Mann-Whitney U one-sided p = 0.000144 (alpha 0.01)",
         "  locked params: {'block_size_x': 128, 'tile': 2}",
-        "  if the slowdown is expected, re-tune with: pytest --autotune=all test_replay.py::test_replay",
+        "  if the slowdown is expected, re-tune with: pytest --autotune test_replay.py::test_replay",
     ])
     # 8 % slower: within the tolerance, however significant.
     recording.write_text(json.dumps(fake_recording({(128, 2): 1.08})))
@@ -717,7 +717,7 @@ def test_gate_reports_a_locked_configuration_that_no_longer_runs(project: pytest
         "autotune: the locked configuration of kernel 'fake_gpu' in test_replay.py::test_replay no longer works "
         "(runtime): *",
         "  locked params: {'block_size_x': 128, 'tile': 2}",
-        "  re-tune with: pytest --autotune=all test_replay.py::test_replay",
+        "  re-tune with: pytest --autotune test_replay.py::test_replay",
     ])
     assert summary_rows(result)["test_replay.py::test_replay::fake_gpu"][2] == "BROKEN"
 
@@ -834,16 +834,28 @@ def test_{name}(autotune):
                                       rf"test_{name}\.py::test_{name}: {re.escape(message)}"], consecutive=True)
 
 
+@needs_gcc
+def test_autotune_then_a_path_tunes_that_path(project: pytest.Pytester) -> None:
+    """``pytest --autotune tests/test_x.py``, as everyone types it: a plain flag, the path is a path."""
+    project.makefile(".c", work=WORK_C)
+    project.makepyfile(test_two=TWO_TESTS)
+    result = run(project, "--autotune", "test_two.py", "-k", "test_a")
+    result.assert_outcomes(passed=1, deselected=1)
+    _, lock = the_lockfile(project)
+    assert list(lock["entries"]) == ["test_two.py::test_a::work"]
+
+
 def test_usage_errors(project: pytest.Pytester) -> None:
     project.makepyfile(test_plain='''
 def test_untuned(autotune):
     pass
 ''')
-    # a path right after the bare flag: the message says how to write it
-    result = run(project, "--autotune", "test_plain.py")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*argument --autotune: expected 'all' or 'missing', got 'test_plain.py'; "
-                                 "to tune a path or test, write --autotune=all test_plain.py*"])
+    # the flag's old values: a usage error that names the new form
+    for old in ("missing", "all"):
+        result = run(project, f"--autotune={old}", "test_plain.py")
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines([f"*argument --autotune={old}: --autotune takes no value any more; "
+                                     f"write --autotune --autotune-only={old}*"])
     # the fixture without the marker
     result = run(project, "test_plain.py", "--autotune")
     result.assert_outcomes(errors=1)

@@ -20,7 +20,7 @@ from pytest_autotune.engine.evaluator import Budget
 from pytest_autotune.gate.verdict import retune_command, run_gate
 from pytest_autotune.plugin.marker import MARKER_ARGS, MarkerError, parse_marker
 from pytest_autotune.measure.timing import MeasureOptions
-from pytest_autotune.plugin import _autotune_mode, _budget_default
+from pytest_autotune.plugin import _budget_default
 from pytest_autotune.plugin.report import (COLUMNS, cut_note_lines, failure_lines, format_table, lockfile_lines,
                                     not_gated_line, not_tuned_line, write_json_report, write_plots)
 from pytest_autotune.results import FailureKind, Measurement
@@ -158,7 +158,7 @@ def test_gate_fails_a_significant_slowdown_beyond_tolerance_with_the_full_messag
     assert 20 < cmp.change_pct < 30 and cmp.p_value < 1e-6
     assert lines[2].startswith("  tolerance 10%, Mann-Whitney U one-sided p = ") and lines[2].endswith("(alpha 0.01)")
     assert lines[3] == "  locked params: {'B': 64}"
-    assert lines[4] == "  if the slowdown is expected, re-tune with: pytest --autotune=all tests/t.py::test_m[a]"
+    assert lines[4] == "  if the slowdown is expected, re-tune with: pytest --autotune tests/t.py::test_m[a]"
 
 
 @pytest.mark.parametrize("factor, tolerance, verdict", [
@@ -175,7 +175,7 @@ def test_gate_tolerance(factor: float, tolerance: float, verdict: str) -> None:
     assert out.failed == (verdict == "slower")
     if verdict == "faster":
         assert re.match(r"kernel 'k' is (29|30)\.\d% faster than locked \(p = [\d.e-]+\); ", out.message)
-        assert out.message.endswith("consider updating the lock: pytest --autotune=all t")
+        assert out.message.endswith("consider updating the lock: pytest --autotune t")
 
 
 def test_gate_needs_significance_not_just_a_median_shift() -> None:
@@ -204,7 +204,7 @@ def test_gate_reports_a_broken_locked_configuration() -> None:
     assert out.message.splitlines() == [
         "autotune: the locked configuration of kernel 'k' in t.py::t no longer works (compile): error: 'x' undeclared",
         "  locked params: {'B': 64}",
-        "  re-tune with: pytest --autotune=all t.py::t",
+        "  re-tune with: pytest --autotune t.py::t",
     ]
 
 
@@ -231,10 +231,7 @@ def test_gate_ranking_check_reports_runners_up_that_now_win() -> None:
 
 
 def test_retune_command_parses_as_a_pytest_command_line() -> None:
-    assert retune_command("tests/t.py::test_x[a-1]") == "pytest --autotune=all tests/t.py::test_x[a-1]"
-    assert _autotune_mode("all") == "all" and _autotune_mode("missing") == "missing"
-    with pytest.raises(argparse.ArgumentTypeError, match=r"write --autotune=all tests/t\.py"):
-        _autotune_mode("tests/t.py")
+    assert retune_command("tests/t.py::test_x[a-1]") == "pytest --autotune tests/t.py::test_x[a-1]"
     assert _budget_default("200") == 200 and _budget_default(" 90s ") == "90s"
 
 

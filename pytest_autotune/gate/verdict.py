@@ -100,9 +100,7 @@ def check_entry(entry: Mapping[str, Any], hashes: Mapping[str, str], locked_in_s
 
 
 def retune_command(nodeid: str) -> str:
-    # "--autotune=all", not "--autotune <nodeid>": the option takes an optional value, so argparse
-    # would read the node id as that value and reject it.
-    return f"pytest --autotune=all {nodeid}"
+    return f"pytest --autotune {nodeid}"
 
 
 def regression_message(kernel: str, nodeid: str, entry: Mapping[str, Any], cmp: Comparison) -> str:

@@ -51,20 +51,29 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(hookspec)
 
 
-def _autotune_mode(value: str) -> str:
-    """Value of ``--autotune``; explains the usual mistake of a path right after the bare flag."""
-    if value in ("all", "missing"):
-        return value
-    raise argparse.ArgumentTypeError(
-        f"expected 'all' or 'missing', got {value!r}; to tune a path or test, write "
-        f"--autotune=all {value} (or put --autotune after it)")
+TUNE_ONLY = ("all", "missing")
+
+
+class _OldAutotuneValue(argparse.Action):
+    """``--autotune=all`` / ``--autotune=missing`` (the flag used to take a value): a usage error naming the new form."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: str | None = None) -> None:
+        value = str(option_string).partition("=")[2]
+        raise argparse.ArgumentError(self, f"--autotune takes no value any more; write --autotune "
+                                           f"--autotune-only={value}")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("autotune", "auto-tuning of GPU kernels (pytest-autotune)")
-    group.addoption("--autotune", nargs="?", const="all", default=None, type=_autotune_mode, metavar="all|missing",
-                    help="tune marked tests and write the lockfile; --autotune=missing tunes only tests "
-                         "without a valid entry for this device")
+    group.addoption("--autotune", action="store_true", default=False,
+                    help="tune marked tests and write the lockfile (pytest --autotune tests/test_x.py tunes one "
+                         "file); see --autotune-only")
+    group.addoption("--autotune-only", choices=TUNE_ONLY, default="all",
+                    help="with --autotune: tune all selected tests (default), or only the missing ones (no valid "
+                         "lock entry for this device)")
+    for old in TUNE_ONLY:  # argparse matches a whole "--autotune=missing" before splitting at "="
+        group.addoption(f"--autotune={old}", action=_OldAutotuneValue, nargs=0, dest=f"autotune_old_{old}",
+                        help=argparse.SUPPRESS)
     group.addoption("--autotune-missing", choices=MISSING_POLICIES, default=None,
                     help="gate without a valid lock entry: skip (default), fail, or tune")
     group.addoption("--autotune-incomparable", choices=INCOMPARABLE_POLICIES, default=None,
@@ -184,7 +193,7 @@ def _resolve_options(config: pytest.Config) -> Options:
     defaults = _validated_defaults(config)
     devices = [d.strip() for d in (opt("autotune_devices") or "").split(",") if d.strip()]
     cache_dir = _scratch_dir(config, rootdir)
-    return Options(mode=opt("autotune"), missing=missing, fresh=opt("autotune_fresh"),
+    return Options(mode=opt("autotune_only") if opt("autotune") else None, missing=missing, fresh=opt("autotune_fresh"),
                    lockdir=lockdir if lockdir.is_absolute() else rootdir / lockdir, scratch_dir=cache_dir,
                    ranking=opt("autotune_ranking"), report=Path(opt("autotune_report")) if opt("autotune_report") else None,
                    plots=Path(opt("autotune_plots")) if opt("autotune_plots") else None, devices=devices,
@@ -322,7 +331,7 @@ def _summary(terminalreporter: Any, state: SessionState) -> None:
     if show:
         left_alone = [f"{r['test']}::{r['kernel']}" for r in rows if r.get("mode") == "locked"]
         if left_alone:
-            write("autotune: left alone by --autotune=missing (valid lock entry: neither re-tuned nor gated): "
+            write("autotune: left alone by --autotune-only=missing (valid lock entry: neither re-tuned nor gated): "
                   + ", ".join(left_alone))
         for r in rows:
             if r.get("status") == "incomparable":

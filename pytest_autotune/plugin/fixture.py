@@ -53,7 +53,7 @@ class KernelResult:
     """What a test gets back: the winner (tuned or locked), its timing and outputs."""
 
     kernel: str
-    mode: str  # "tune" | "gate" | "locked" (left alone by --autotune=missing) | "compile" (--autotune-compile)
+    mode: str  # "tune" | "gate" | "locked" (left alone by --autotune-only=missing) | "compile" (--autotune-compile)
     params: dict[str, Any]
     stats: TimingStats
     outputs: list[Any] | None = None
@@ -264,7 +264,7 @@ class Autotune:
         raise pytest.skip.Exception(text)
 
     def _left_alone(self, label: str, entry: Mapping[str, Any], path: Path) -> KernelResult:
-        """``--autotune=missing`` tunes only what lacks a valid entry; a valid one is neither re-tuned nor gated."""
+        """``--autotune-only=missing`` tunes only what lacks a valid entry; a valid one is neither re-tuned nor gated."""
         params = self._in_declared_order(entry["params"])
         self._row(label, "locked", "left alone", params=params, locked_ms=entry["stats"]["median"],
                   strategy=(entry.get("strategy") or {}).get("name"), lockfile=str(path),
