@@ -41,15 +41,27 @@ def pairs_expected(a: np.ndarray) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=None)
-def platforms() -> tuple[str, ...]:
-    """Names of the OpenCL platforms that have devices (empty without PyOpenCL or a runtime)."""
+def probed() -> dict[str, str | None]:
+    """Each OpenCL platform with devices: ``None`` when one of them builds and runs a kernel, else why not
+    (empty without PyOpenCL or a runtime). A PoCL that cannot build here (issue 24) is no platform."""
     try:
         import pyopencl as cl
     except ImportError:
-        return ()
-    from pytest_autotune.runners.opencl_device import list_devices
+        return {}
+    from pytest_autotune.runners.opencl_device import list_devices, probe_device, unusable_reason
 
-    return tuple(sorted({dev.platform.name.strip() for _, _, dev in list_devices(cl)}))
+    found: dict[str, str | None] = {}
+    for _, _, dev in list_devices(cl):
+        name = dev.platform.name.strip()
+        if found.get(name, "") is not None:  # not yet seen, or no device of it built so far
+            error = probe_device(cl, dev)
+            found[name] = None if error is None else unusable_reason(dev, error)
+    return found
+
+
+def platforms() -> tuple[str, ...]:
+    """Names of the OpenCL platforms with a device that builds and runs a kernel."""
+    return tuple(sorted(name for name, error in probed().items() if error is None))
 
 
 def installed_by_test_extra() -> bool:
@@ -66,7 +78,9 @@ def require(platform: str, why: str) -> None:
     """Skip unless ``platform`` is installed; fail instead where the test extra installs it, or under CI."""
     if platform in platforms():
         return
-    message = f"needs the {platform} OpenCL platform ({why}); pip install -e '.[test]' installs it"
+    broken = probed().get(platform)
+    message = (f"needs the {platform} OpenCL platform ({why}); " +
+               (broken if broken else "pip install -e '.[test]' installs it"))
     if must_run():
         pytest.fail(message)
     pytest.skip(message)

@@ -9,6 +9,15 @@ into the list of all devices, simulators excluded) or text matched against
 ``"<platform> <device>"`` (case-insensitive). The Oclgrind simulator is never
 picked by default: it checks kernels (``check="races"``), it does not time them.
 
+A device that cannot build is no device: before one is chosen it builds and
+runs a trivial kernel (:func:`probe_device`, once per process). The default
+choice passes over a device that fails while another works; when none works
+(PyOpenCL's bundled PoCL 3.0 / LLVM 14 on a CPU its LLVM does not know, e.g.
+Zen 5: ``error: unknown target CPU 'generic'``), or the selected one fails,
+:class:`~pytest_autotune.errors.BackendUnavailable` names the device, its
+first build error, the PoCL and LLVM versions and the remedy, so the plugin
+reports "no usable device" instead of spending a budget on compile failures.
+
 Restriction constants: the OpenCL names (``max_work_group_size``,
 ``max_work_item_size_x/y/z`` (``CL_DEVICE_MAX_WORK_ITEM_SIZES``, one name per
 axis because restrictions do not index), ``local_mem_size``,
@@ -26,6 +35,8 @@ import os
 import platform as _platform
 import re
 from typing import Any, Sequence
+
+import numpy as np
 
 from .device import DeviceInfo
 from ..errors import BackendUnavailable, SpecError
@@ -58,6 +69,67 @@ CONSTANT_NAMES = (
 # Vendor strings that say less than the device name already does.
 _VENDOR_SHORT = {"authenticamd": "AMD", "genuineintel": "Intel", "advanced micro devices, inc.": "AMD",
                  "nvidia corporation": "NVIDIA", "intel(r) corporation": "Intel"}
+
+
+PROBE_SOURCE = "__kernel void probe(__global int *out) { out[get_global_id(0)] = 42 + (int)get_global_id(0); }"
+POCL_REMEDY = "install your distribution's PoCL, e.g. apt-get install pocl-opencl-icd"
+_probed: dict[tuple[str, str, int], str | None] = {}  # per process: each device is built on once
+
+
+def _first_error(text: str) -> str:
+    """The compiler's first error line of a build failure (not PyOpenCL's repeated status line)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    useful = [line for line in lines if not line.startswith(("clBuildProgram failed", "Build on <"))]
+    error = next((line for line in useful if re.search(r"\berror\b", line, re.I)), None)
+    return (error or (useful or lines or ["unknown error"])[0])[:300]
+
+
+def runtime_versions(device: Any) -> str:
+    """``"PoCL 3.0-rc2, LLVM 14.0.6"`` from the platform's version string; else the platform's version."""
+    text = f"{device.platform.version} {getattr(device, 'version', '')}"
+    found = [f"{name} {m.group(1)}" for name, pattern in (("PoCL", r"\bPoCL\s+(\d[^\s,]*)"),
+                                                           ("LLVM", r"\bLLVM\s+(\d[^\s,]*)"))
+             if (m := re.search(pattern, text, re.I))]
+    return ", ".join(found) or " ".join(str(device.platform.version).split())
+
+
+def is_pocl(device: Any) -> bool:
+    return "portable computing language" in device.platform.name.lower() or "pocl" in \
+        str(getattr(device.platform, "vendor", "")).lower()
+
+
+def probe_device(cl: Any, device: Any) -> str | None:
+    """``None`` when ``device`` builds and runs a trivial kernel, else the first error (cached per process).
+
+    Costs about 0.1 s once; a device whose compiler rejects every program would
+    otherwise cost a whole tuning budget of compile failures.
+    """
+    key = (device.platform.name.strip(), device.name.strip(), int(getattr(device, "int_ptr", 0) or id(device)))
+    if key in _probed:
+        return _probed[key]
+    try:
+        context = cl.Context([device])
+        queue = cl.CommandQueue(context)
+        program = cl.Program(context, PROBE_SOURCE).build()
+        kernel = cl.Kernel(program, "probe")
+        out = np.zeros(2, dtype=np.int32)
+        buffer = cl.Buffer(context, cl.mem_flags.WRITE_ONLY, out.nbytes)
+        kernel.set_args(buffer)
+        cl.enqueue_nd_range_kernel(queue, kernel, (2,), None)
+        cl.enqueue_copy(queue, out, buffer)
+        queue.finish()
+        reason = None if out.tolist() == [42, 43] else f"a trivial kernel returned {out.tolist()}, not [42, 43]"
+    except Exception as exc:  # any failure at all: this device cannot run kernels here
+        reason = _first_error(str(exc)) or type(exc).__name__
+    _probed[key] = reason
+    return reason
+
+
+def unusable_reason(device: Any, error: str) -> str:
+    """What a user reads about a device that failed the probe: which, why, which versions, what to do."""
+    remedy = POCL_REMEDY if is_pocl(device) else f"check the OpenCL driver of {device.platform.name.strip()!r}"
+    return (f"OpenCL device {device.name.strip()!r} ({runtime_versions(device)}) cannot build a kernel: "
+            f"{error}; {remedy}")
 
 
 def is_simulator(device: Any) -> bool:
@@ -117,7 +189,13 @@ def select_device(cl: Any, selector: str | int | None = None, *, where: str = "d
         if not usable:
             raise BackendUnavailable("only the Oclgrind simulator is installed; it checks kernels but does not "
                                      "time them (pip install pocl-binary-distribution for a CPU device)")
-        return min(usable, key=lambda entry: _type_rank(cl, entry[2]))[2]
+        failures = []
+        for _, _, device in sorted(usable, key=lambda entry: _type_rank(cl, entry[2])):  # stable: platform order
+            error = probe_device(cl, device)
+            if error is None:
+                return device
+            failures.append(unusable_reason(device, error))
+        raise BackendUnavailable("; ".join(failures))
     text = str(selector)
     match = _SELECTOR.match(text)
     if match and match.group(2) is not None:
@@ -133,6 +211,9 @@ def select_device(cl: Any, selector: str | int | None = None, *, where: str = "d
     if not chosen:
         listing = "; ".join(device_names(devices))
         raise SpecError(f"{where}={text!r} matches no OpenCL device; available: {listing}")
+    error = None if is_simulator(chosen[0]) else probe_device(cl, chosen[0])
+    if error is not None:
+        raise BackendUnavailable(f"{where}={text!r}: {unusable_reason(chosen[0], error)}")
     return chosen[0]
 
 
