@@ -18,6 +18,7 @@ import numpy as np
 
 from ..measure.timing import EarlyStop
 from .pipeline_depth import PipelineDepth
+from .systematic import SystematicWatch
 from ..results import FailureKind, Measurement
 from ..space import SearchSpace
 from ..strategies.base import Strategy
@@ -152,6 +153,10 @@ class Evaluator:
     :meth:`~pytest_autotune.measure.timing.EarlyStop.after_best` from the best fully
     timed value so far, as ``objective(params, stop=...)`` (the objective must
     accept it); the strategy sees what was measured.
+    ``stop_systematic``: when the first evaluations all fail alike and a
+    contrast configuration fails the same way, stop with that failure
+    (:mod:`~pytest_autotune.engine.systematic`); ``stop_reason`` then starts
+    with ``"systematic failure"``.
     """
 
     def __init__(self, space: SearchSpace, objective: Objective, budget: Budget | int | str | None = None,
@@ -160,7 +165,7 @@ class Evaluator:
                  clock: Callable[[], float] = time.perf_counter, seeds: Sequence[int] = (),
                  batch_size: int = 1, prefetch: Prefetch | None = None, early_stop: bool = False,
                  depth: PipelineDepth | None = None,
-                 first_ready: Callable[[list[dict[str, Any]]], int] | None = None):
+                 first_ready: Callable[[list[dict[str, Any]]], int] | None = None, stop_systematic: bool = False):
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         self.space = space
@@ -179,6 +184,7 @@ class Evaluator:
         self.depth = depth if self.batch_size > 1 else None
         self.first_ready = first_ready if self.batch_size > 1 else None
         self._best: float | None = None  # best fully timed value so far (the early-stop reference)
+        self.watch = SystematicWatch(space) if stop_systematic else None
 
     @property
     def evaluations(self) -> int:
@@ -221,6 +227,21 @@ class Evaluator:
             self.on_record(record, self)
         return record
 
+    def _systematic(self, record: EvaluationRecord, strategy: Strategy, batch: BatchSearch, started: float) -> str:
+        """After ``record``: the stop reason when the failures so far are systematic (a contrast decides)."""
+        watch = self.watch
+        if watch is None or watch.settled:
+            return ""
+        watch.observe(record.row, record.measurement)
+        pending = [self._key(p)[1] for p in batch.pending]
+        row = watch.contrast([r.row for r in self.history.records if r.row >= 0] + pending)
+        if row is not None and not self._exhausted(started):
+            contrast = self._record(row, row, self._measure(row, row, row), 0.0)
+            strategy.observed[row] = contrast.value
+            batch.remember(row, contrast.value)
+            watch.observe(row, contrast.measurement)
+        return watch.message
+
     def _run_seeds(self, strategy: Strategy, batch: BatchSearch, started: float) -> str:
         for row in self.seeds:
             reason = self._exhausted(started)
@@ -233,6 +254,9 @@ class Evaluator:
             strategy.observed[row] = record.value
             strategy.transferred.add(row)
             batch.remember(row, record.value)
+            stop = self._systematic(record, strategy, batch, started)
+            if stop:
+                return stop
         return ""
 
     def _follow_depth(self, batch: BatchSearch, record: EvaluationRecord) -> None:
@@ -297,6 +321,7 @@ class Evaluator:
                 record = self._record(key, row, self._measure(key, row, proposal), batch.seconds(proposal))
                 batch.tell(proposal, record.value)
                 self._follow_depth(batch, record)
+                reason = self._systematic(record, strategy, batch, started)
         finally:
             batch.close()
             self.history.stop_reason = reason

@@ -19,6 +19,7 @@ import numpy as np
 from .evaluator import Budget, EvaluationRecord, Evaluator, SearchHistory
 from ..measure.timing import TimingStats
 from .pipeline_depth import PipelineDepth
+from .systematic import STOP_PREFIX
 from ..results import Measurement
 from ..runners.base import Runner, supports_profiling
 from ..runners.compile_pool import compile_ahead, pipelined
@@ -121,7 +122,8 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
          seeds: Sequence[Mapping[str, Any]] = (), confirm_rounds: int = CONFIRM_ROUNDS,
          confirm_top: int = CONFIRM_TOP, batch_size: int = 1,
          prefetch: Callable[[list[dict[str, Any]]], None] | None = None,
-         compile_workers: int | None = None, early_stop: bool = True) -> TuneResult:
+         compile_workers: int | None = None, early_stop: bool = True,
+         stop_systematic: bool = True) -> TuneResult:
     """Search ``params`` under ``restrictions`` with ``strategy`` on ``runner``; return the verified winner.
 
     ``budget`` is a number of unique evaluations or a duration (``"90s"``).
@@ -149,6 +151,10 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
     timed (:class:`~pytest_autotune.measure.timing.EarlyStop`); it is flagged, its
     partial value reaches the strategy, and it is never a finalist, the
     winner or a runner-up.
+    ``stop_systematic``: a failure that does not depend on the parameters (a
+    syntax error: the first configurations and a contrast all fail alike)
+    ends the search at once with a TuneError naming it
+    (:mod:`~pytest_autotune.engine.systematic`).
     """
     if space is None:
         if params is None:
@@ -172,7 +178,8 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
         first_ready = getattr(runner, "first_ready", None) if ahead else None
         evaluator = Evaluator(space, runner.evaluate, budget, cache=cache, on_record=on_record, seeds=seed_rows,
                               batch_size=batch_size, prefetch=prefetch,
-                              early_stop=early_stop and stops_early(runner), depth=depth, first_ready=first_ready)
+                              early_stop=early_stop and stops_early(runner), depth=depth, first_ready=first_ready,
+                              stop_systematic=stop_systematic)
         history = evaluator.run(search)
     ranked = history.ranked()
     if not ranked:
@@ -253,6 +260,8 @@ def confirm(runner: Runner, candidates: Sequence[Mapping[str, Any]], rounds: int
 def no_success_message(history: SearchHistory) -> str:
     """Why a search found nothing: the failure counts and, per kind, the first error in full."""
     failures = ", ".join(f"{k}: {v}" for k, v in sorted(history.failures().items())) or "none evaluated"
+    if history.stop_reason.startswith(STOP_PREFIX):
+        return f"stopped after {len(history.records)} evaluations ({failures}): {history.stop_reason}"
     lines = [f"no configuration ran successfully in {len(history.records)} evaluations ({failures})"]
     for kind, example in first_failures(history).items():
         lines.append(f"first {kind} failure, at {example['params']}:")

@@ -311,7 +311,7 @@ class Autotune:
                           cache=cached, on_record=on_record, incumbent=incumbent, seeds=warm.seeds if warm else (),
                           compile_workers=opts.compile_workers, early_stop=s.measure.early_stop)
         except TuneError as exc:
-            self._row(k.label, "tune", "failed", failures=exc.history.failures() if exc.history else {},
+            self._row(k.label, "tune", "failed", message=str(exc), failures=exc.history.failures() if exc.history else {},
                       failure_examples=first_failures(exc.history) if exc.history else {},
                       evaluations=len(exc.history.records) if exc.history else 0,
                       budget=total or s.budget_text, lockfile=str(path))
