@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from .hashing import hash_source, kernel_source_hash
-from .lockfile import lockfile_path, read_lockfile
+from .devices import find_lockfile
+from .lockfile import read_lockfile
 from .problem import array_dtypes, normalize_size, size_distance, size_label
 
 __all__ = ["locked_params", "LockLookupError", "AmbiguousLockError", "LockFallbackWarning", "LockStaleWarning",
@@ -93,7 +94,7 @@ def _path(lockdir: str | os.PathLike[str], slug: str) -> Path:
     key = (os.fspath(lockdir), slug)
     path = _PATHS.get(key)
     if path is None:
-        path = _PATHS[key] = lockfile_path(lockdir, slug)
+        path = _PATHS[key] = find_lockfile(lockdir, slug)  # an older name of the device's lockfile too
     return path
 
 

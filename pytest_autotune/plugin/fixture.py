@@ -27,6 +27,7 @@ from ..gate.verdict import (EntryCheck, GateOutcome, LockedSourceUnusable, check
 from ..lock.hashing import describe_callable, hash_problem, hash_source, hash_space, kernel_source_hash, stable_hash
 from ..lock.problem import describe_problem
 from ..lock.transfer import warm_start
+from ..lock.devices import cpu_generation_note, cpu_record, find_lockfile, same_kind_lockfiles
 from ..lock.lockfile import LockfileError, entry_key, get_entry, lockfile_path, merge_entries, read_lockfile, utc_timestamp
 from ..lock.sources import load_source, store_source
 from .marker import TuneSettings
@@ -220,8 +221,9 @@ class Autotune:
             raise pytest.fail.Exception(f"autotune: kernel {k.label!r}: {exc}") from None
         try:
             device = runner.device()
-            path = lockfile_path(opts.lockdir, self.item.config.hook.pytest_autotune_lockfile_name(
-                config=self.item.config, device=device) or device.slug)
+            named = self.item.config.hook.pytest_autotune_lockfile_name(config=self.item.config, device=device)
+            # without a hook's name: the device's identity, or a lockfile under an older name of it
+            path = lockfile_path(opts.lockdir, named) if named else find_lockfile(opts.lockdir, device.slug)
             try:
                 lock = read_lockfile(path)
             except LockfileError as exc:
@@ -320,6 +322,8 @@ class Autotune:
         decision = decide(old, self._rewrite_reasons(k, old, device), result.params, list(result.stats.samples),
                           locked_now, s.tolerance, s.alpha)
         entry = dict(old) if old is not None and not decision.write else self._entry(k, result, runner, decision, path)
+        others = [] if path.exists() else [f"{p.name} ({model})" for p, model in
+                                           same_kind_lockfiles(opts.lockdir, device.kind, path)]
         if decision.write:
             try:
                 merge_entries(path, {key: entry}, device)
@@ -337,7 +341,8 @@ class Autotune:
                   best_so_far=[None if x != x else float(x) for x in result.history.best_so_far()],
                   resumed=len(cached), stop_reason=result.history.stop_reason,
                   note=decision.message if decision.action != "first" else (warm.note() if warm else ""),
-                  message=decision.message, lockfile=str(path), lock_written=decision.write)
+                  message=decision.message, lockfile=str(path), lock_written=decision.write,
+                  device=device.model, new_lockfile_beside=others if decision.write else [])
         outputs = (result.outputs if decision.params == result.params  # the kept winner's own, fresh outputs
                    else _evaluate(runner, decision.params, keep_outputs=True).extra.get("outputs"))
         return KernelResult(k.label, "tune", params, stats, outputs, result.history, None, entry)
@@ -395,6 +400,7 @@ class Autotune:
             "tolerance": s.tolerance,
             **self._source_fields(k, path),
             **({"machine": machine} if (machine := probes_for(device.kind)) else {}),
+            **({"cpu": cpu} if (cpu := cpu_record(device)) else {}),
             "versions": {**device.versions, "pytest_autotune": __version__},
             "timestamp": utc_timestamp(),
         }
@@ -428,8 +434,9 @@ class Autotune:
                   "incomparable": "incomparable"}[outcome.verdict]
         if outcome.stale_ranking and outcome.verdict == "pass":
             status = "stale-ranking"
+        generation = cpu_generation_note(entry.get("cpu") or _locked_device_properties(path), runner.device())
         notes = [n for n in (check.notes, *(["A/B against the locked source"] if outcome.method == "a/b" else []),
-                             *outcome.notes) if n]
+                             *outcome.notes, generation) if n]
         if notes and outcome.failed:
             outcome.message += "\n  note: " + "; ".join(notes)
         absolute = outcome.absolute
@@ -476,6 +483,15 @@ class Autotune:
     def _row(self, kernel: str, mode: str, status: str, **fields: Any) -> None:
         row = {"test": self.item.nodeid, "kernel": kernel, "mode": mode, "status": status, **fields}
         self.item.user_properties.append(("autotune", row))
+
+
+def _locked_device_properties(path: Path) -> Mapping[str, Any] | None:
+    """The lockfile's device block (for entries written before they recorded their CPU)."""
+    try:
+        lock = read_lockfile(path)
+    except LockfileError:
+        return None
+    return (lock.device or {}).get("properties") if lock is not None else None
 
 
 def _same_versions(entry: Mapping[str, Any], current: Mapping[str, Any]) -> bool:

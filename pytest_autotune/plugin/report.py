@@ -128,6 +128,18 @@ def lockfile_lines(rows: Iterable[Mapping[str, Any]]) -> list[str]:
             for path, written in sorted(used.items())]
 
 
+def new_lockfile_lines(rows: Iterable[Mapping[str, Any]]) -> list[str]:
+    """A lockfile this run started while lockfiles of the same kind exist: say so and name them (another
+    device, or the same one under another name: a different driver should not start a new lock unnoticed)."""
+    seen: dict[str, str] = {}
+    for r in rows:
+        if r.get("new_lockfile_beside") and r.get("lockfile") not in seen:
+            seen[r["lockfile"]] = (f"autotune: started a new lockfile {Path(r['lockfile']).name} for "
+                                   f"{r.get('device', 'this device')}; lockfiles of the same kind exist: "
+                                   + ", ".join(r["new_lockfile_beside"]))
+    return [seen[path] for path in sorted(seen)]
+
+
 def not_gated_line(rows: Iterable[Mapping[str, Any]]) -> str:
     """The closing line naming every kernel the gate could not check, and why (visible without -rs)."""
     return _unchecked_line(rows, "gate", ("missing", "stale", "no device"), "NOT GATED")

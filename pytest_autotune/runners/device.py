@@ -105,6 +105,27 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown cpu"
 
 
+def cpu_signature() -> dict[str, Any]:
+    """``cpu_vendor``, ``cpu_family``, ``cpu_model``, ``cpu_stepping`` of CPU 0 from /proc/cpuinfo (x86).
+
+    VMs report ``AMD EPYC`` for several generations; family/model/stepping tell Zen 3 (25/1) from Zen 5
+    (26/2) where the model name does not. Empty where /proc/cpuinfo does not say (other systems, ARM).
+    """
+    try:
+        text = Path("/proc/cpuinfo").read_text(errors="replace").split("\n\n", 1)[0]
+    except OSError:
+        return {}
+    keys = {"vendor_id": "cpu_vendor", "cpu family": "cpu_family", "model": "cpu_model", "stepping": "cpu_stepping"}
+    out: dict[str, Any] = {}
+    for line in text.splitlines():
+        name, sep, value = line.partition(":")
+        key = keys.get(name.strip())
+        if sep and key and value.strip():
+            value = value.strip()
+            out[key] = int(value) if value.isdigit() else value
+    return out
+
+
 def cpu_count() -> int:
     """CPUs this process may run on (affinity-aware, unlike os.cpu_count)."""
     try:
@@ -152,7 +173,8 @@ def detect_cpu_device(compiler: str = "gcc") -> DeviceInfo:
     import numpy
 
     caches = cpu_cache_sizes()
-    properties: dict[str, Any] = {"cpu_count": cpu_count(), "machine": platform.machine(), **caches}
+    properties: dict[str, Any] = {"cpu_count": cpu_count(), "machine": platform.machine(), **caches,
+                                  **cpu_signature()}
     versions = {
         "compiler": compiler_version(compiler),
         "python": platform.python_version(),

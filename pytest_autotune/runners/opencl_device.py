@@ -66,9 +66,6 @@ CONSTANT_NAMES = (
     "max_mem_alloc_size",
     "warp_size",
 )
-# Vendor strings that say less than the device name already does.
-_VENDOR_SHORT = {"authenticamd": "AMD", "genuineintel": "Intel", "advanced micro devices, inc.": "AMD",
-                 "nvidia corporation": "NVIDIA", "intel(r) corporation": "Intel"}
 
 
 PROBE_SOURCE = "__kernel void probe(__global int *out) { out[get_global_id(0)] = 42 + (int)get_global_id(0); }"
@@ -217,22 +214,75 @@ def select_device(cl: Any, selector: str | int | None = None, *, where: str = "d
     return chosen[0]
 
 
-def _vendor(device: Any) -> str:
-    vendor = device.vendor.strip()
-    return _VENDOR_SHORT.get(vendor.lower(), vendor)
+# Platform vendor families: who wrote the compiler (it sets the timings), not a driver release's wording.
+_FAMILIES = (("PoCL", ("portable computing language", "pocl")), ("Oclgrind", ("oclgrind",)),
+             ("NVIDIA", ("nvidia",)), ("AMD", ("advanced micro devices", "amd accelerated parallel", "amd")),
+             ("Intel", ("intel",)), ("Apple", ("apple",)), ("Mesa", ("mesa", "rusticl", "clover")),
+             ("ARM", ("arm",)), ("Qualcomm", ("qualcomm",)))
+# PoCL's CPU device names: "<driver>-[<code-generation variant>-]<CPU model>", e.g. "pthread-AMD EPYC"
+# (PyOpenCL's bundled PoCL 3.0) and "pthread-skylake-avx512-AMD EPYC" (Debian's PoCL 3.1, built with
+# CPU variants); PoCL 4 and later name the driver "cpu".
+_POCL_DRIVER = re.compile(r"^(?:pthread|cpu-minimal|cpu-tbb|cpu|basic|tbb)-")
+_VARIANT_TOKEN = re.compile(r"[a-z0-9_.]+")
+
+
+def platform_family(platform_name: str, platform_vendor: str = "") -> str:
+    """``"PoCL"``, ``"NVIDIA"``, ``"Intel"``...: the platform vendor family (else the platform's first word)."""
+    text = f"{platform_name} {platform_vendor}".lower()
+    for family, needles in _FAMILIES:
+        if any(re.search(rf"\b{re.escape(n)}\b", text) for n in needles):
+            return family
+    words = (platform_vendor or platform_name).split()
+    return words[0] if words else "unknown"
+
+
+def split_pocl_name(name: str) -> tuple[str, str]:
+    """``(hardware, variant)`` of a PoCL CPU device name: ``"pthread-skylake-avx512-AMD EPYC"`` ->
+    ``("AMD EPYC", "skylake-avx512")``; a name without PoCL's prefix is returned whole."""
+    name = " ".join(name.split())
+    rest = _POCL_DRIVER.sub("", name, count=1)
+    if rest == name:
+        return name, ""
+    tokens = rest.split("-")
+    # variant tokens are LLVM CPU names (lower case, no spaces); the model starts at the first other one
+    cut = 0
+    while cut < len(tokens) - 1 and _VARIANT_TOKEN.fullmatch(tokens[cut]):
+        cut += 1
+    return "-".join(tokens[cut:]), "-".join(tokens[:cut])
+
+
+def device_identity(platform_name: str, platform_vendor: str, device_name: str) -> tuple[str, str, str]:
+    """``(family, hardware, variant)``: what a lockfile is named by (family and hardware) and what is only
+    recorded (PoCL's code-generation variant, which another PoCL build of the same CPU names otherwise)."""
+    family = platform_family(platform_name, platform_vendor)
+    hardware, variant = split_pocl_name(device_name) if family == "PoCL" else (" ".join(device_name.split()), "")
+    return family, hardware, variant
+
+
+def identity_model(family: str, hardware: str) -> str:
+    """``"PoCL AMD EPYC"``, ``"NVIDIA GeForce RTX 3090"`` (the family is not repeated)."""
+    return hardware if hardware.lower().startswith(family.lower()) else f"{family} {hardware}"
 
 
 def device_model(device: Any) -> str:
-    """``"<platform>: [<vendor>] <device name>"``: the platform matters (its compiler sets the timings).
+    """The device's identity as a name: platform vendor family + hardware name (see :func:`device_identity`).
 
-    The vendor is left out when the device name already carries it
-    (``"NVIDIA GeForce RTX 3090"``, PoCL's ``"pthread-AMD EPYC 7B13"``).
+    A different driver release (PyOpenCL's PoCL 3.0 or Debian's 3.1 on the same CPU) keeps the name, and so
+    the lockfile; the compiler's family is part of it (PoCL and Intel's CPU runtime time differently).
     """
-    name = " ".join(device.name.split())
-    vendor = _vendor(device)
-    words = set(re.split(r"[^a-z0-9]+", name.lower()))
-    prefix = "" if not vendor or vendor.split()[0].lower() in words else vendor + " "
-    return f"{' '.join(device.platform.name.split())}: {prefix}{name}"
+    family, hardware, _ = device_identity(device.platform.name, str(getattr(device.platform, "vendor", "")),
+                                          device.name)
+    return identity_model(family, hardware)
+
+
+def recorded_model(properties: dict[str, Any]) -> str | None:
+    """The identity of a device as a lockfile records it (``properties`` of its device block), older
+    versions' included (they lack ``platform_vendor``); None when it records too little."""
+    if not properties.get("platform") or not properties.get("device_name"):
+        return None
+    family, hardware, _ = device_identity(properties["platform"], str(properties.get("platform_vendor", "")),
+                                          properties["device_name"])
+    return identity_model(family, hardware)
 
 
 def _warp_size(cl: Any, device: Any) -> int | None:
@@ -252,8 +302,11 @@ def detect_opencl_device(cl: Any, device: Any) -> DeviceInfo:
     """Identity and limits of ``device``; ``properties`` hold every restriction constant."""
     sizes = [int(s) for s in device.max_work_item_sizes]
     sizes += [1] * (3 - len(sizes))
+    family, _, variant = device_identity(device.platform.name, str(getattr(device.platform, "vendor", "")),
+                                         device.name)
     properties: dict[str, Any] = {
         "platform": device.platform.name.strip(),
+        "platform_vendor": str(getattr(device.platform, "vendor", "")).strip(),
         "vendor": device.vendor.strip(),
         "device_name": device.name.strip(),
         "device_type": " | ".join(t for t in ("GPU", "ACCELERATOR", "CPU", "CUSTOM")
@@ -278,6 +331,13 @@ def detect_opencl_device(cl: Any, device: Any) -> DeviceInfo:
         "pyopencl": cl.VERSION_TEXT,
         "python": _platform.python_version(),
     }
+    if family == "PoCL":  # what the name no longer says: the build and its code-generation target
+        text = f"{versions['platform']} {versions['device']}"
+        for name, pattern in (("pocl", r"\bPoCL\s+(\d[^\s,]*)"), ("llvm", r"\bLLVM\s+(\d[^\s,]*)")):
+            if m := re.search(pattern, text, re.I):
+                versions[name] = m.group(1)
+        target = re.search(r"HSTR:\s*\S*?-linux-gnu-(\S+)", versions["device"])
+        versions["cpu_variant"] = variant or (target.group(1) if target else "")
     return DeviceInfo(model=device_model(device), kind="opencl", versions=versions, properties=properties)
 
 
