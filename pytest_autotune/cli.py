@@ -9,9 +9,13 @@
 ``export LOCKDIR --format header|json [--kernel NAME] [--default-device SLUG] [-o FILE]``
     The tuned parameters for other build systems: a C/C++/CUDA header selected by
     ``-DAUTOTUNE_DEVICE_<SLUG>``, or flat JSON (see :mod:`pytest_autotune.lock.export`).
+``devices [--lockdir DIR]``
+    The devices each runner sees, whether each builds a trivial kernel, and the
+    lockfile each uses (an existing one under an older name included).
 
-Exit codes: 0 success, 1 ``diff --fail-on-change`` found a difference,
-2 usage error or a missing / unreadable / invalid lockfile (the message names it).
+Exit codes: 0 success, 1 ``diff --fail-on-change`` found a difference, or ``devices``
+found PyOpenCL installed but no OpenCL device that builds, 2 usage error or a missing /
+unreadable / invalid lockfile (the message names it).
 """
 from __future__ import annotations
 
@@ -291,6 +295,99 @@ def cmd_prune(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+# --------------------------------------------------------------------------- devices
+
+_TRIVIAL_C = "void probe(float *out) { out[0] = 42.0f; }\n"
+
+
+def _c_row() -> list[str]:
+    """The C runner's device (the host CPU) and whether its compiler builds a shared library."""
+    import os
+    import shutil
+    import subprocess
+    import tempfile
+
+    from .runners.device import detect_cpu_device
+
+    compiler = os.environ.get("CC") or "gcc"
+    device = detect_cpu_device(compiler)
+    if shutil.which(compiler) is None:
+        return ["c", device.model, device.slug, f"no: compiler {compiler!r} not found on PATH"]
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "probe.c"
+        src.write_text(_TRIVIAL_C)
+        done = subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-o", str(Path(tmp) / "probe.so"), str(src)],
+                              capture_output=True, text=True, timeout=120)
+    builds = "yes" if done.returncode == 0 else f"no: {(done.stderr.strip().splitlines() or ['?'])[-1]}"
+    return ["c", device.model, device.slug, builds]
+
+
+def _pyopencl() -> Any:
+    """PyOpenCL, or None when it is not installed (then no OpenCL device is expected)."""
+    try:
+        import pyopencl
+    except ImportError:
+        return None
+    return pyopencl
+
+
+def _opencl_rows(cl: Any) -> tuple[list[list[str]], bool]:
+    """One row per OpenCL device (probed), and whether a device that can time kernels builds."""
+    from .runners.device import DeviceInfo
+    from .runners.opencl_device import device_model, is_simulator, list_devices, probe_device, unusable_reason
+
+    rows, usable = [], False
+    for p, d, dev in list_devices(cl):
+        error = probe_device(cl, dev)
+        simulator = is_simulator(dev)
+        usable = usable or (error is None and not simulator)
+        builds = ("yes" + (" (a simulator: checks kernels, never chosen to time them)" if simulator else ""))\
+            if error is None else f"no: {unusable_reason(dev, error)}"
+        name = f"{p}:{d} {dev.platform.name.strip()} / {dev.name.strip()}"
+        rows.append(["opencl", name, DeviceInfo(model=device_model(dev), kind="opencl").slug, builds])
+    return rows, usable
+
+
+def _cuda_rows() -> list[list[str]]:
+    """CUDA devices through CuPy, when it is installed and a driver answers (not probed: NVRTC builds)."""
+    import importlib.util
+
+    if importlib.util.find_spec("cupy") is None:
+        return []
+    try:
+        import cupy
+
+        from .runners.device import detect_cuda_device_cupy
+
+        count = cupy.cuda.runtime.getDeviceCount()
+        return [["cuda", f"{i} {(info := detect_cuda_device_cupy(i)).model}", info.slug, "not probed"]
+                for i in range(count)]
+    except Exception as exc:  # noqa: BLE001 - no driver, no GPU: say so
+        return [["cuda", "-", "-", f"no: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"]]
+
+
+def cmd_devices(args: argparse.Namespace, out: TextIO) -> int:
+    from .lock.devices import find_lockfile
+
+    rows = [_c_row(), *_cuda_rows()]
+    cl = _pyopencl()
+    usable = True
+    if cl is not None:
+        opencl, usable = _opencl_rows(cl)
+        rows.extend(opencl)
+    lockdir = Path(args.lockdir)
+    for row in rows:
+        if row[2] != "-":
+            found = find_lockfile(lockdir, row[2])
+            row[2] = f"{found.name}" + (" (older name, in use)" if found.stem != row[2] else "")
+    out.write(_table(["runner", "device", "lockfile", "builds"], rows) + "\n")
+    if cl is not None and not usable:
+        out.write("pytest-autotune devices: PyOpenCL is installed but no OpenCL device builds a kernel; "
+                  "install your distribution's PoCL, e.g. apt-get install pocl-opencl-icd\n")
+        return EXIT_CHANGED
+    return EXIT_OK
+
+
 # --------------------------------------------------------------------------- entry point
 
 
@@ -351,6 +448,17 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("-o", "--output", metavar="FILE", default=None,
                         help="write to FILE (left untouched when unchanged) instead of stdout")
     export.set_defaults(func=cmd_export)
+
+    devices = sub.add_parser(
+        "devices",
+        help="list the devices each runner sees, whether each builds, and their lockfiles",
+        description="List the devices each runner sees (C: the host CPU; CUDA through CuPy; every OpenCL "
+        "device), whether each builds and runs a trivial kernel, and the lockfile each uses. Exit 1 when "
+        "PyOpenCL is installed and no OpenCL device builds (a CI step can then install a working PoCL).",
+    )
+    devices.add_argument("--lockdir", default="autotune.lock", metavar="DIR",
+                         help="the lock directory whose lockfiles are named (default: autotune.lock)")
+    devices.set_defaults(func=cmd_devices)
     return parser
 
 

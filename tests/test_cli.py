@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import pytest_autotune
+from opencl_support import pocl  # noqa: F401  (fixture)
 from pytest_autotune.cli import main
 from pytest_autotune.lock.lockfile import merge_entries, read_lockfile
 
@@ -220,3 +221,50 @@ def test_python_dash_m_entry_point(lockdir):
     proc = subprocess.run([sys.executable, "-m", "pytest_autotune", "show", str(path) + ".missing"], env=env, capture_output=True, text=True)
     assert proc.returncode == 2 and "no such file" in proc.stderr
     assert read_lockfile(path) is not None
+
+
+# --------------------------------------------------------------------------- devices (issue 24)
+
+
+def test_devices_lists_each_runners_devices_and_lockfiles(pocl, tmp_path, capsys) -> None:
+    assert main(["devices", "--lockdir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split() == ["runner", "device", "lockfile", "builds"]
+    c_line = next(line for line in out.splitlines() if line.startswith("c "))
+    assert " cpu-" in c_line and c_line.rstrip().endswith("yes")
+    pocl_line = next(line for line in out.splitlines() if "Portable Computing Language /" in line)
+    assert " opencl-pocl-" in pocl_line and pocl_line.rstrip().endswith("yes")
+
+
+def test_devices_exits_1_when_no_opencl_device_builds(tmp_path, capsys, monkeypatch) -> None:
+    import pytest_autotune.cli as cli
+    from pytest_autotune.runners import opencl_device
+    from test_opencl_probe import FakeCL, device
+
+    monkeypatch.setattr(opencl_device, "_probed", {})
+    monkeypatch.setattr(cli, "_pyopencl", lambda: FakeCL(device("pthread-AMD EPYC", fails=True)))
+    assert main(["devices", "--lockdir", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert ("opencl  0:0 Portable Computing Language / pthread-AMD EPYC  opencl-pocl-amd-epyc.json  no: OpenCL "
+            "device 'pthread-AMD EPYC' (PoCL 3.0-rc2, LLVM 14.0.6) cannot build a kernel: error: unknown target CPU "
+            "'generic'; install your distribution's PoCL, e.g. apt-get install pocl-opencl-icd") in out
+    assert out.rstrip().endswith("no OpenCL device builds a kernel; install your distribution's PoCL, e.g. "
+                                 "apt-get install pocl-opencl-icd")
+    # without PyOpenCL no OpenCL device is expected: exit 0
+    monkeypatch.setattr(cli, "_pyopencl", lambda: None)
+    assert main(["devices", "--lockdir", str(tmp_path)]) == 0
+
+
+def test_devices_names_a_lockfile_under_its_older_name(tmp_path, capsys, monkeypatch) -> None:
+    import shutil
+
+    import pytest_autotune.cli as cli
+    from pytest_autotune.runners import opencl_device
+    from test_opencl_probe import FakeCL, device
+
+    legacy = "opencl-portable-computing-language-pthread-amd-epyc.json"
+    shutil.copy(Path(__file__).resolve().parents[1] / "example_project" / "autotune.lock" / legacy, tmp_path)
+    monkeypatch.setattr(opencl_device, "_probed", {})
+    monkeypatch.setattr(cli, "_pyopencl", lambda: FakeCL(device("pthread-skylake-avx512-AMD EPYC", fails=False)))
+    assert main(["devices", "--lockdir", str(tmp_path)]) == 0
+    assert f"{legacy} (older name, in use)  yes" in capsys.readouterr().out

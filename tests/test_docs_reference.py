@@ -7,6 +7,7 @@ every ``from pytest_autotune ... import ...`` line of the README and the manual 
 """
 from __future__ import annotations
 
+import argparse
 import inspect
 import re
 from pathlib import Path
@@ -41,7 +42,8 @@ class _Recorder:
         return self
 
     def addoption(self, *names, **kwargs) -> None:
-        self.flags.extend(n for n in names if n.startswith("--"))
+        if kwargs.get("help") != argparse.SUPPRESS:  # hidden: e.g. the old --autotune=missing, a usage error now
+            self.flags.extend(n for n in names if n.startswith("--"))
 
     def addini(self, name, *args, **kwargs) -> None:
         self.ini.append(name)
