@@ -5,7 +5,6 @@ The end-to-end behaviour (inner pytest sessions) is in ``test_plugin_e2e.py``.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import re
