@@ -5,7 +5,7 @@ workers in the same run, the winners' medians, the gate's false alarms, and whet
 Three parts, all on the example project's C kernels (``example_project/tests/test_cpu_kernels.py``:
 blocked ``matmul``, budget 40, strategy auto; ``stencil`` on two grids, budget 30 each, genetic):
 
-1. **Wall time.** ``--repeats`` rounds; each round runs ``pytest --autotune=all`` once per worker count, in
+1. **Wall time.** ``--repeats`` rounds; each round runs ``pytest --autotune`` once per worker count, in
    alternating order (1, 2, then 2, 1, ...) so drifting machine load hits both alike, with the round's
    number as the strategies' seed (``--autotune-seed``), the same for both. Every run starts
    from an empty lock directory (a first tune: no incumbent, no warm start) and an empty compile cache
@@ -75,7 +75,7 @@ def tune_once(workers: int, gates: int, seed: int) -> dict[str, Any]:
         cache = Path(tmp) / "cache"
         report = Path(tmp) / "tune.json"
         load_before = load()
-        code, wall = pytest_run(project, ["--autotune=all", TESTS, f"--autotune-compile-workers={workers}",
+        code, wall = pytest_run(project, ["--autotune", TESTS, f"--autotune-compile-workers={workers}",
                                           f"--autotune-seed={seed}", f"--autotune-report={report}"], cache)
         load_after = load()
         rows = json.loads(report.read_text())["kernels"] if report.exists() else []
