@@ -5,7 +5,7 @@ The engine (``space``, ``strategies``, ``runners``, ``measure``, ``engine``,
 """
 __version__ = "0.1.0"
 
-__all__ = ["tune", "TuneResult", "locked_params", "__version__"]
+__all__ = ["tune", "TuneResult", "locked_params", "locked_triton_config", "locked_triton_configs", "__version__"]
 
 
 def __getattr__(name: str):
@@ -18,4 +18,8 @@ def __getattr__(name: str):
         from .lock.lookup import locked_params
 
         return locked_params
+    if name in ("locked_triton_config", "locked_triton_configs"):  # the same lookup, as a triton.Config
+        from .lock import triton_config
+
+        return getattr(triton_config, name)
     raise AttributeError(f"module 'pytest_autotune' has no attribute {name!r}")

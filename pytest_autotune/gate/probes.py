@@ -92,7 +92,7 @@ def cpu_probes() -> dict[str, Any]:
 
 def probes_for(device_kind: str) -> dict[str, Any] | None:
     """Probes of the machine a runner of this device kind runs on; ``None`` where none are defined."""
-    if device_kind != "cpu":
+    if device_kind not in ("cpu", "triton-interpreter"):  # Triton's interpreter runs on this CPU
         return None
     try:
         return cpu_probes()

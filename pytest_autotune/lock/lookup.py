@@ -184,7 +184,28 @@ def _opencl_slug() -> str | None:
         return None
 
 
-_DETECTORS = {"cuda": _cuda_slug, "cpu": _cpu_slug, "opencl": _opencl_slug}  # the order lookups search
+@functools.lru_cache(maxsize=1)
+def _triton_slug() -> str | None:
+    """Where the triton runner tunes here: torch's GPU 0, else Triton's interpreter on this CPU."""
+    if importlib.util.find_spec("triton") is None or importlib.util.find_spec("torch") is None:
+        return None
+    from ..runners.triton_kernel import gpu_device_present, interpreter_requested
+    from ..runners.triton_runner import interpreter_device
+
+    if interpreter_requested() or not gpu_device_present():
+        return interpreter_device().slug
+    try:
+        import torch
+
+        from ..runners.device import slugify
+
+        return slugify(torch.cuda.get_device_name(0)) if torch.cuda.is_available() else interpreter_device().slug
+    except Exception:  # noqa: BLE001 - a broken driver: this backend cannot say
+        return None
+
+
+# the order lookups search; "triton" last: a GPU lock is the cuda one, the interpreter's is Triton's own
+_DETECTORS = {"cuda": _cuda_slug, "cpu": _cpu_slug, "opencl": _opencl_slug, "triton": _triton_slug}
 
 
 # --------------------------------------------------------------------------- selection
@@ -328,7 +349,7 @@ def locked_params(kernel: str, problem_size: Any = None, lockdir: str | os.PathL
     code (text or path) to warn (:class:`LockStaleWarning`) when it changed
     since tuning; ``kernel_name``: the name the test passed to
     ``autotune.kernel`` when it differs from ``kernel`` (``name=``).
-    ``kind``: ``"cuda"``, ``"cpu"`` (the C runner) or ``"opencl"``, the runner
+    ``kind``: ``"cuda"``, ``"cpu"`` (the C runner), ``"opencl"`` or ``"triton"`` (a GPU, else the interpreter), the runner
     the kernel is launched with: only that device's lockfile is searched, so a
     C ``matmul`` never gets the parameters of a CUDA kernel of the same name.
     """

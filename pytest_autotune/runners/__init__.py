@@ -57,6 +57,7 @@ RUNNERS: dict[str, RunnerFactory] = {
     "pycuda": _lazy("pycuda_runner", "PycudaRunner"),
     "c": _lazy("c_runner", "CRunner"),
     "opencl": _make_opencl,
+    "triton": _lazy("triton_runner", "TritonRunner"),  # a TritonSpec (@triton.jit kernels; GPU or interpreter)
     "callable": _make_callable,
     # The replay runner answers from recorded spaces on the simulated clock, a layer above the runners: it is
     # named by module path and imported on first use, the one deliberate exception to the layering.
@@ -88,6 +89,8 @@ def backend_available(name: str) -> bool:
         return shutil.which("gcc") is not None or shutil.which("cc") is not None
     if name == "opencl":
         return _has_module("pyopencl")
+    if name == "triton":
+        return _has_module("triton") and _has_module("torch")
     return name in RUNNERS
 
 
