@@ -51,6 +51,14 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(hookspec)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    """Triton kernels run in Triton's interpreter on a machine without a GPU: set before conftests import triton."""
+    from ..runners.triton_kernel import use_interpreter_without_gpu
+
+    use_interpreter_without_gpu()
+
+
 TUNE_ONLY = ("all", "missing")
 
 

@@ -159,6 +159,39 @@ class Autotune:
             None, runner="callable", launch=launch, expected=expected, atol=atol, rtol=rtol, verify=verify,
             sync=sync, measure=self.settings.measure, **runner_options), problem=describe_problem(problem_size, list(args))))
 
+    def triton(self, kernel: Any, grid: Any, args: Sequence[Any], *, expected: Sequence[Any] | None = None,
+               atol: float | None = None, rtol: float | None = None, verify: Callable[..., Any] | None = None,
+               shared_mem: Any = None, problem_size: Any = None, name: str | None = None,
+               **runner_options: Any) -> KernelResult:
+        """Tune or gate a ``@triton.jit`` (or ``@triton.autotune``) kernel; the marker's params are its
+        ``tl.constexpr`` arguments and launch options (see runners/triton_runner.py)."""
+        __tracebackhide__ = True
+        from ..runners.triton_runner import TritonCall
+
+        isolate = bool(runner_options.pop("isolate", True))
+        try:
+            call = TritonCall(kernel, grid, args, list(self.settings.params), problem_size=problem_size,
+                              isolate=isolate, expected=expected, atol=atol, rtol=rtol, verify=verify,
+                              shared_mem=shared_mem)
+        except SpecError as exc:
+            raise pytest.fail.Exception(f"autotune.triton({getattr(kernel, '__name__', kernel)!r}): {exc}") from None
+        except ImportError as exc:
+            raise pytest.skip.Exception(f"autotune.triton: {exc}") from None
+        label = name or call.label
+        described = call.described_args()
+        hashes = {"source": kernel_source_hash(call.code, call.qualname), "space": self._space_hash(),
+                  "problem": hash_problem(call.problem_size, described)}
+        inputs = {"expected": call.spec.expected, "atol": atol, "rtol": rtol, "verify": verify, "runner": "triton",
+                  "grid": describe_callable(grid) if callable(grid) else list(grid), "shared_mem": str(shared_mem),
+                  "runner_options": runner_options}
+        source = {"code": call.code, "suffix": ".py", "kernel_name": call.qualname, "compiler_options": []}
+        measure = self.settings.measure
+        return self._run(_Kernel(label, hashes, inputs, lambda: call.runner(measure, **runner_options),
+                                 source=source,
+                                 make_locked_runner=lambda code, entry: call.locked_runner(code, measure,
+                                                                                           **runner_options),
+                                 problem=describe_problem(call.problem_size, described)))
+
     def replay(self, recording: Any, *, name: str | None = None, scale: float = 1.0, noise: float = 0.0,
                seed: int | None = None, definition: Any = None) -> KernelResult:
         """Tune or gate against recorded measurements (a Kernel Tuner cache, T4 or KTT file).

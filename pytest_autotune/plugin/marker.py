@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from ..engine.evaluator import Budget
+from ..errors import SpecError
 from ..measure.timing import MeasureOptions
 from ..runners.opencl_device import CONSTANT_NAMES as OPENCL_CONSTANTS
 from ..space import SearchSpace, SearchSpaceError, compile_restriction
@@ -28,7 +29,7 @@ DEVICE_CONSTANTS = (
 )
 OBJECTIVES = ("time",)
 MARKER_ARGS = ("params", "restrictions", "strategy", "budget", "objective", "tolerance", "seed", "constants",
-               "measure", "alpha")
+               "measure", "alpha", "configs")
 
 
 class MarkerError(ValueError):
@@ -67,13 +68,24 @@ def parse_marker(args: Sequence[Any], kwargs: Mapping[str, Any], defaults: Mappi
     if unknown:
         raise MarkerError(f"tune marker got unknown argument(s) {unknown}; known: {', '.join(MARKER_ARGS)}")
     params = kwargs.get("params")
-    if not isinstance(params, Mapping) or not params:
-        raise _fail("params", "must be a non-empty dict of parameter name -> list of values")
     restrictions = kwargs.get("restrictions") or []
     if isinstance(restrictions, (str,)) or callable(restrictions):
         restrictions = [restrictions]
     if not isinstance(restrictions, (list, tuple)):
         raise _fail("restrictions", "must be a list of expression strings or callables")
+    if "configs" in kwargs:  # an @triton.autotune kernel (or its Config list): its configurations are the space
+        if params is not None:
+            raise _fail("configs", "takes the place of params (the configurations are the allowed points); "
+                                   "give one of them")
+        from ..runners.triton_kernel import space_from_configs
+
+        try:
+            params, allowed = space_from_configs(kwargs["configs"])
+        except SpecError as exc:
+            raise _fail("configs", str(exc)) from None
+        restrictions = [allowed, *restrictions]
+    if not isinstance(params, Mapping) or not params:
+        raise _fail("params", "must be a non-empty dict of parameter name -> list of values")
     constants = kwargs.get("constants") or {}
     if not isinstance(constants, Mapping):
         raise _fail("constants", "must be a dict of name -> value")
