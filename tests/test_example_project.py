@@ -1,7 +1,7 @@
 """The example project, run the way a user runs it: tune, then gate, in a subprocess.
 
-C kernels run on the CPU, the OpenCL kernel on PoCL's CPU device; the CUDA tests of the example
-skip themselves without a GPU.
+C kernels run on the CPU, the OpenCL kernel on PoCL's CPU device, the Triton kernel in Triton's
+interpreter; the CUDA tests of the example skip themselves without a GPU.
 Runs on a copy, so the committed example lockfile is never touched.
 """
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pathlib import Path
 
 import opencl_support
 import pytest
+import triton_support
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "example_project"
 
@@ -56,6 +57,11 @@ def test_tune_then_gate(example_copy: Path) -> None:
         assert set(json.loads(opencl_locks[0].read_text())["entries"]) == {
             "tests/test_opencl_kernels.py::test_opencl_tiled_matmul::matmul"}
         kernels.append("test_opencl_kernels.py::test_opencl_tiled_matmul::matmul")
+    # the Triton kernel: in the interpreter's lockfile without a GPU (never a GPU's), else in the GPU's
+    triton_support.require_triton()
+    softmax = "tests/test_triton_kernels.py::test_softmax::softmax_kernel"
+    triton_lock = example_copy / "autotune.lock" / triton_support.expected_lockfile()
+    assert softmax in json.loads(triton_lock.read_text())["entries"], triton_lock
     report = json.loads((example_copy / "report.json").read_text())
     tuned_here = [r for r in report["kernels"] if r["status"] != "no device"]  # CUDA without a GPU: named, skipped
     assert {r["status"] for r in tuned_here} == {"first lock"}
