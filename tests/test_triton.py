@@ -190,7 +190,7 @@ from kernels_tri import tuned_add
 N = 100
 
 
-@pytest.mark.tune(configs=tuned_add, strategy="brute_force", tolerance=5.0,
+@pytest.mark.tune(params=tuned_add, strategy="brute_force", tolerance=5.0,
                   measure={"warmup": 0, "min_iterations": 2, "max_iterations": 2})
 def test_tuned_add(autotune):
     x, y = np.linspace(0, 1, N, dtype=np.float32), np.linspace(1, 2, N, dtype=np.float32)
@@ -212,6 +212,17 @@ def test_triton_autotune_kernel_migrates_in_one_line(project: pytest.Pytester) -
     assert entry["evaluations"]["failed"] == {"invalid": 2}
     assert entry["problem"]["size"] == [100]  # the key argument n: part of the problem identity
     assert set(entry["params"]) == {"BLOCK", "num_warps", "num_stages", "num_ctas"}
+
+
+def test_marker_takes_a_config_list_as_params_and_refuses_a_config_hook() -> None:
+    from pytest_autotune.plugin.marker import MarkerError, parse_marker
+
+    configs = [triton.Config({"BLOCK": b}, num_warps=w) for b in (16, 32) for w in (1, 2)][:3]
+    settings = parse_marker((), {"params": configs, "restrictions": ["BLOCK >= 16"]}, {})
+    assert settings.params["BLOCK"] == [16, 32] and len(settings.restrictions) == 2
+    hooked = [triton.Config({"BLOCK": 16}, pre_hook=lambda args: None)]
+    with pytest.raises(MarkerError, match="argument 'params'.*has a pre_hook"):
+        parse_marker((), {"params": hooked}, {})
 
 
 def test_space_from_configs_allows_exactly_the_listed_points() -> None:

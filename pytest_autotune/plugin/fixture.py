@@ -161,17 +161,16 @@ class Autotune:
 
     def triton(self, kernel: Any, grid: Any, args: Sequence[Any], *, expected: Sequence[Any] | None = None,
                atol: float | None = None, rtol: float | None = None, verify: Callable[..., Any] | None = None,
-               shared_mem: Any = None, problem_size: Any = None, name: str | None = None,
+               shared_mem: Any = None, problem_size: Any = None, name: str | None = None, isolate: bool = True,
                **runner_options: Any) -> KernelResult:
         """Tune or gate a ``@triton.jit`` (or ``@triton.autotune``) kernel; the marker's params are its
         ``tl.constexpr`` arguments and launch options (see runners/triton_runner.py)."""
         __tracebackhide__ = True
         from ..runners.triton_runner import TritonCall
 
-        isolate = bool(runner_options.pop("isolate", True))
         try:
             call = TritonCall(kernel, grid, args, list(self.settings.params), problem_size=problem_size,
-                              isolate=isolate, expected=expected, atol=atol, rtol=rtol, verify=verify,
+                              isolate=bool(isolate), expected=expected, atol=atol, rtol=rtol, verify=verify,
                               shared_mem=shared_mem)
         except SpecError as exc:
             raise pytest.fail.Exception(f"autotune.triton({getattr(kernel, '__name__', kernel)!r}): {exc}") from None

@@ -29,7 +29,7 @@ DEVICE_CONSTANTS = (
 )
 OBJECTIVES = ("time",)
 MARKER_ARGS = ("params", "restrictions", "strategy", "budget", "objective", "tolerance", "seed", "constants",
-               "measure", "alpha", "configs")
+               "measure", "alpha")
 
 
 class MarkerError(ValueError):
@@ -73,19 +73,18 @@ def parse_marker(args: Sequence[Any], kwargs: Mapping[str, Any], defaults: Mappi
         restrictions = [restrictions]
     if not isinstance(restrictions, (list, tuple)):
         raise _fail("restrictions", "must be a list of expression strings or callables")
-    if "configs" in kwargs:  # an @triton.autotune kernel (or its Config list): its configurations are the space
-        if params is not None:
-            raise _fail("configs", "takes the place of params (the configurations are the allowed points); "
-                                   "give one of them")
-        from ..runners.triton_kernel import space_from_configs
+    if params is not None and not isinstance(params, Mapping):
+        from ..runners.triton_kernel import is_config_list, is_autotuner, space_from_configs
 
-        try:
-            params, allowed = space_from_configs(kwargs["configs"])
-        except SpecError as exc:
-            raise _fail("configs", str(exc)) from None
-        restrictions = [allowed, *restrictions]
+        if is_autotuner(params) or is_config_list(params):  # @triton.autotune: its configurations are the space
+            try:
+                params, allowed = space_from_configs(params)
+            except SpecError as exc:
+                raise _fail("params", str(exc)) from None
+            restrictions = [allowed, *restrictions]
     if not isinstance(params, Mapping) or not params:
-        raise _fail("params", "must be a non-empty dict of parameter name -> list of values")
+        raise _fail("params", "must be a non-empty dict of parameter name -> list of values (or an "
+                              "@triton.autotune kernel, or a list of triton.Config)")
     constants = kwargs.get("constants") or {}
     if not isinstance(constants, Mapping):
         raise _fail("constants", "must be a dict of name -> value")

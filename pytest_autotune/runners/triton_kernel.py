@@ -150,6 +150,12 @@ def check_param_names(names: Sequence[str], info: KernelInfo) -> None:
 
 
 # --------------------------------------------------------------------------- @triton.autotune migration
+def is_config_list(value: Any) -> bool:
+    """A non-empty list of ``triton.Config`` (duck-typed: ``kwargs`` and ``num_warps``)."""
+    return isinstance(value, (list, tuple)) and bool(value) and all(
+        hasattr(c, "kwargs") and hasattr(c, "num_warps") for c in value)
+
+
 def configs_of(source: Any) -> list[Any]:
     """The ``triton.Config`` list of an ``@triton.autotune`` kernel (or a list of configs as it is)."""
     if is_autotuner(source):
