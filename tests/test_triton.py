@@ -139,9 +139,10 @@ def test_triton_kernel_tunes_verifies_locks_gates_and_ships(project: pytest.Pyte
     assert isinstance(config, triton.Config)
     assert config.kwargs == {"BLOCK": entry["params"]["BLOCK"]} and config.num_warps == 1
     assert len(locked_triton_configs("add", lockdir=path.parent, device=path.stem)) == 1
-    from pytest_autotune.lock.export import collect, to_json
+    from pytest_autotune.cli import main
 
-    exported = json.loads(to_json(collect(path.parent)))
+    assert main(["export", str(path.parent), "--format", "json", "-o", str(project.path / "tuned.json")]) == 0
+    exported = json.loads((project.path / "tuned.json").read_text())
     assert exported["devices"][path.stem]["kernels"]["add"][""]["params"] == entry["params"]
 
 
@@ -223,6 +224,27 @@ def test_marker_takes_a_config_list_as_params_and_refuses_a_config_hook() -> Non
     hooked = [triton.Config({"BLOCK": 16}, pre_hook=lambda args: None)]
     with pytest.raises(MarkerError, match="argument 'params'.*has a pre_hook"):
         parse_marker((), {"params": hooked}, {})
+
+
+def test_runner_in_process_with_torch_tensors_and_a_torch_reference(project: pytest.Pytester) -> None:
+    import torch
+
+    from pytest_autotune.results import FailureKind
+    from pytest_autotune.runners.triton_runner import TritonRunner, TritonSpec
+
+    project.syspathinsert()
+    kernels = importlib.import_module("kernels_tri")
+    n = 40
+    x, y = torch.linspace(0, 1, n), torch.linspace(1, 2, n)
+    spec = TritonSpec(kernels.add, (3,), [x, y, torch.zeros(n), n], tuned=["BLOCK", "num_warps"],
+                      expected=[None, None, x + y, None], isolate=False)
+    with TritonRunner(spec, isolate=False, measure={"warmup": 0, "min_iterations": 2, "max_iterations": 2}) as runner:
+        good = runner.evaluate({"BLOCK": 16, "num_warps": 2})
+        short = runner.evaluate({"BLOCK": 8, "num_warps": 2})  # a fixed grid of 3 x 8 covers 24 of 40
+        too_wide = runner.evaluate({"BLOCK": 16, "num_warps": 64})
+    assert good.ok and len(good.samples) == 2, good.detail
+    assert short.failure is FailureKind.WRONG_OUTPUT and "16 of 40 elements differ" in short.detail
+    assert too_wide.failure is FailureKind.INVALID and "beyond max_threads" in too_wide.detail
 
 
 def test_space_from_configs_allows_exactly_the_listed_points() -> None:
