@@ -247,6 +247,16 @@ def test_runner_in_process_with_torch_tensors_and_a_torch_reference(project: pyt
     assert too_wide.failure is FailureKind.INVALID and "beyond max_threads" in too_wide.detail
 
 
+def test_early_config_prune_applies_to_a_space_of_fewer_names() -> None:
+    from pytest_autotune.runners.triton_kernel import config_params
+    from pytest_autotune.runners.triton_runner import kept_by_prune
+
+    kept = [config_params(triton.Config({"BLOCK": b}, num_warps=4)) for b in (16, 32)]  # num_ctas, num_stages too
+    assert kept_by_prune({"BLOCK": 32}, kept) and kept_by_prune({"BLOCK": 16, "num_warps": 4}, kept)
+    assert not kept_by_prune({"BLOCK": 64}, kept) and not kept_by_prune({"BLOCK": 16, "num_warps": 8}, kept)
+    assert kept_by_prune({"BLOCK": 64}, None)
+
+
 def test_space_from_configs_allows_exactly_the_listed_points() -> None:
     from pytest_autotune.runners.triton_kernel import space_from_configs
     from pytest_autotune.space import SearchSpace

@@ -202,8 +202,10 @@ class TritonSpec:
         size: list[Any] = []
         for name in self.settings.key:
             value = named.get(name)
-            size.extend(int(s) for s in value.shape) if hasattr(value, "shape") and hasattr(value, "data_ptr") \
-                else size.append(value)
+            if hasattr(value, "shape") and hasattr(value, "data_ptr"):
+                size.extend(int(s) for s in value.shape)
+            else:
+                size.append(value)
         return size or None
 
 
@@ -225,6 +227,14 @@ class _TensorBytes:
         import torch
 
         return torch.load(io.BytesIO(self.data), weights_only=True)
+
+
+def kept_by_prune(params: Mapping[str, Any], kept: Sequence[Mapping[str, Any]] | None) -> bool:
+    """``params`` agrees with a configuration ``early_config_prune`` kept (on the names both have), or nothing
+    was pruned: the space may tune fewer names than the @triton.autotune configs set."""
+    if kept is None:
+        return True
+    return any(all(config[k] == v for k, v in params.items() if k in config) for config in kept)
 
 
 def _pow2(x: Any) -> bool:
@@ -263,7 +273,7 @@ class TritonExecutor(Executor):
         where = "cpu" if self.interpret else "cuda"
         self.args = [a.to(where) if hasattr(a, "data_ptr") else a for a in spec.args]
         self.pristine = {i: self.args[i].clone() for i in spec.restore}
-        self.allowed = ({_key(p) for p in spec.allowed} if spec.allowed is not None else None)
+        self.allowed = spec.allowed
         self._flush: Any = None
         if not self.interpret:
             self.start_event = torch.cuda.Event(enable_timing=True)
@@ -390,7 +400,7 @@ class TritonExecutor(Executor):
         if not self.healthy:
             return failed(FailureKind.RUNTIME, "the CUDA context is unusable after an earlier crash (use isolate=True)")
         self.heartbeat("setup")
-        if self.allowed is not None and _key(params) not in self.allowed:
+        if not kept_by_prune(params, self.allowed):
             return failed(FailureKind.INVALID, "pruned by @triton.autotune's early_config_prune")
         try:
             grid = self._grid(params)
@@ -461,10 +471,6 @@ class TritonExecutor(Executor):
         self.args, self.pristine, self._flush = [], {}, None
 
 
-def _key(params: Mapping[str, Any]) -> str:
-    return repr(sorted((str(k), repr(v)) for k, v in params.items()))
-
-
 class TritonCompileStage:
     """GPU only: compile configurations ahead in this process, filling Triton's on-disk cache.
 
@@ -481,13 +487,13 @@ class TritonCompileStage:
         self.spec = spec
         self.kernel = spec.kernel.resolve() if isinstance(spec.kernel, KernelRef) else spec.kernel
         self.limits = dict(limits)
-        self.allowed = {_key(p) for p in spec.allowed} if spec.allowed is not None else None
+        self.allowed = spec.allowed
 
     def compile(self, params: Mapping[str, Any], processes: Any = None) -> Any:
         from .compile_pool import CompiledArtefact
 
         params = dict(params)
-        if self.allowed is not None and _key(params) not in self.allowed:
+        if not kept_by_prune(params, self.allowed):
             return CompiledArtefact(False, failure=FailureKind.INVALID,
                                     detail="pruned by @triton.autotune's early_config_prune")
         t = perf_counter()
