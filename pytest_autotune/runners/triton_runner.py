@@ -37,7 +37,7 @@ from .device import DeviceInfo, cpu_count, cpu_model
 from .executor import Executor, format_exception, output_copies
 from .isolation import HostedRunner
 from .triton_kernel import (AutotuneSettings, interpreter_requested, KernelRef, Portable, autotune_settings, config_params, jit_function,
-                            kernel_info, launch_options, triton_version)
+                            kernel_info, triton_version)
 
 INTERPRETER_KIND = "triton-interpreter"
 # The interpreter emulates no particular GPU; restrictions still need limits to read. These are the
@@ -269,7 +269,6 @@ class TritonExecutor(Executor):
         self._device = interpreter_device() if self.interpret else gpu_device(torch)
         self._constants = {k: v for k, v in self._device.properties.items() if isinstance(v, (int, float))
                            and k not in ("total_memory",)}
-        self.launch_names = set(launch_options())
         where = "cpu" if self.interpret else "cuda"
         self.args = [a.to(where) if hasattr(a, "data_ptr") else a for a in spec.args]
         self.pristine = {i: self.args[i].clone() for i in spec.restore}
