@@ -8,7 +8,8 @@ Generic on purpose: nothing here knows about search spaces or strategies.
   numpy reports its buffers to), measured in a separate run because tracing
   slows pure-Python code several-fold and would distort timings;
 * :func:`print_table` / :func:`fmt_time` / :func:`fmt_bytes` / :func:`fmt_ratio`;
-* :func:`environment` and :func:`write_json` -- a results file with the machine it came from.
+* :func:`environment` and :func:`write_json` -- a results file with the machine it came from;
+* :func:`anchor_cache_dir` -- the folder, outside the repository, of the anchor-run caches.
 """
 from __future__ import annotations
 
@@ -24,7 +25,15 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 __all__ = ["best_of", "per_call", "peak_memory", "print_table", "fmt_time", "fmt_bytes", "fmt_ratio",
-           "environment", "write_json", "Timer"]
+           "environment", "write_json", "Timer", "anchor_cache_dir"]
+
+
+def anchor_cache_dir() -> Path:
+    """Where the anchor caches (Kernel Tuner / Optuna runs) live: ``$AUTOTUNE_ANCHOR_CACHE``, else
+    ``~/.cache/pytest-autotune/anchors``. Outside the repository (the caches are tens of MB and
+    regenerable): a missing file is filled by the next run of the benchmark that uses it."""
+    env = os.environ.get("AUTOTUNE_ANCHOR_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "pytest-autotune" / "anchors"
 
 
 def best_of(fn: Callable[[], Any], repeat: int = 3, warmup: int = 0) -> tuple[float, Any]:

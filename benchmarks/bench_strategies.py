@@ -56,7 +56,8 @@ Compute per step
 
 Runtime
     Runs are spread over ``--jobs`` processes (default 2). Reference (anchor)
-    runs are cached in ``benchmarks/results/anchor_cache.jsonl`` keyed by the
+    runs are cached in ``anchor_cache.jsonl`` under ``$AUTOTUNE_ANCHOR_CACHE`` (default
+    ``~/.cache/pytest-autotune/anchors/``; filled by the first run) keyed by the
     space files' hash, strategy label, seed, budget and library versions
     (``--no-anchor-cache`` to recompute, ``--anchor-cache PATH`` to move it).
     Progress goes to stderr.
@@ -103,7 +104,9 @@ from pytest_autotune.strategies import (available_strategies, make_strategy, str
 from pytest_autotune.strategies.base import StrategyError  # noqa: E402
 
 DEFAULT_SPACES = _ROOT.parent / "shared" / "data" / "spaces"
-DEFAULT_ANCHOR_CACHE = _ROOT / "benchmarks" / "results" / "anchor_cache.jsonl"
+from benchmarks._common import anchor_cache_dir  # noqa: E402
+
+DEFAULT_ANCHOR_CACHE = anchor_cache_dir() / "anchor_cache.jsonl"  # regenerated when absent
 ANCHOR_CACHE_VERSION = {"kernel_tuner": "1", "optuna": "2"}  # bump a kind's version when its protocol changes
 MEASURED_FORMATS = ("t4", "kerneltuner")  # the 13 scored spaces; KTT files are reported in "all"
 GROUPS = ("measured", "all")

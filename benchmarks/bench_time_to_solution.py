@@ -72,7 +72,7 @@ if str(_ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 
 from benchmarks import anchors  # noqa: E402
-from benchmarks._common import environment, print_table, write_json  # noqa: E402
+from benchmarks._common import anchor_cache_dir, environment, print_table, write_json  # noqa: E402
 from benchmarks.bench_strategies import (DEFAULT_SPACES, SpaceInfo, StrategySpec, load_space_info,  # noqa: E402
                                          parse_strategy_spec, select_files, split_specs, validate_spec)
 from pytest_autotune import datasets  # noqa: E402
@@ -83,7 +83,7 @@ from pytest_autotune.strategies import make_strategy  # noqa: E402
 from pytest_autotune.strategies.base import StrategyError  # noqa: E402
 
 DEFAULT_JSON = _ROOT / "benchmarks" / "results" / "time_to_solution.json"
-DEFAULT_ANCHOR_CACHE = _ROOT / "benchmarks" / "results" / "tts_anchor_cache.jsonl"
+DEFAULT_ANCHOR_CACHE = anchor_cache_dir() / "tts_anchor_cache.jsonl"  # regenerated when absent
 CACHE_VERSION = "1"
 TARGETS = {"t5": 1.05, "t1": 1.01}
 #: Kernel Tuner's strategies run by default: all ten but bayes_opt (minutes of compute per run; ``--kernel-tuner all``)
