@@ -166,4 +166,24 @@ def test_architecture_the_installed_nvrtc_cannot_target_fails_naming_the_flag(pr
     result = project.runpytest(*INNER_ARGS, "--autotune-compile=sm_90,sm_100")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*autotune: --autotune-compile=sm_90,sm_100: NVRTC * cannot compile for sm_100 "
-                                 "(it knows sm_75, * sm_90); install a newer nvidia-cuda-nvrtc*"])
+                                 "(it knows sm_75, * sm_90); sm_100 needs a newer NVRTC: pip install -U *"
+                                 "nvidia-cuda-nvrtc*"])
+
+
+def test_architecture_the_installed_nvrtc_dropped_names_an_older_nvrtc(project, monkeypatch):
+    """NVRTC 13 no longer targets sm_70: the remedy is NVRTC 12, not a newer one."""
+    write_test(project, "max_static_shared_memory_per_block")
+    monkeypatch.setattr(nvrtc, "supported_archs", lambda: (75, 80, 86, 87, 88, 89, 90, 100, 103, 110, 120, 121))
+    result = project.runpytest(*INNER_ARGS, "--autotune-compile=sm_70")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*NVRTC * cannot compile for sm_70 (it knows sm_75, * sm_121); sm_70 needs an older "
+                                 "NVRTC (NVRTC 13 dropped sm_70/sm_72): pip install *pytest-autotune?nvrtc12?*"])
+    result.stdout.no_fnmatch_line("*newer NVRTC*")
+
+
+def test_sm_120_is_accepted_when_the_nvrtc_targets_it(project):
+    if nvrtc.nvrtc_unavailable_reason() or 120 not in nvrtc.supported_archs():
+        pytest.skip("the installed NVRTC cannot target sm_120")
+    write_test(project, "max_static_shared_memory_per_block")
+    result = project.runpytest(*INNER_ARGS, "--autotune-compile=sm_120", "--autotune-compile-sample=2")
+    result.assert_outcomes(passed=1)

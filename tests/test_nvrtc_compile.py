@@ -1,4 +1,5 @@
-"""Real NVRTC compiles without a GPU (cuda-bindings + nvidia-cuda-nvrtc-cu12, installed by the test extra).
+"""Real NVRTC compiles without a GPU (cuda-bindings + nvidia-cuda-nvrtc, CUDA 13, installed by the test extra;
+NVRTC 12 from nvidia-cuda-nvrtc-cu12 passes them too: the architectures follow the installed NVRTC).
 
 These run in CI on Linux x86-64, where the wheels exist: there a missing
 NVRTC fails the tests instead of skipping them. Elsewhere they skip.
@@ -17,8 +18,9 @@ from pytest_autotune.plugin.compile_check import (check_configuration, check_ker
 from pytest_autotune.runners.cuda_arch import ARCH_LIMITS, arch_limits, parse_arch
 from pytest_autotune.runners.cuda_common import find_kernel_symbol, mangled_prefix_pattern
 from pytest_autotune.runners.kernel import KernelSpec
-from pytest_autotune.runners.nvrtc import compile_configuration, nvrtc_unavailable_reason, \
-    parse_ptxas_log
+from pytest_autotune.runners import nvrtc
+from pytest_autotune.runners.nvrtc import (arch_remedy, compile_configuration, find_header_dir,
+                                           nvrtc_unavailable_reason, parse_ptxas_log)
 from pytest_autotune.space import SearchSpace
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,6 +30,8 @@ NVRTC_MISSING = nvrtc_unavailable_reason()
 needs_nvrtc = pytest.mark.skipif(bool(NVRTC_MISSING) and not WHEELS_EXIST,
                                  reason=f"no cuda-bindings/NVRTC wheels for this platform: {NVRTC_MISSING}")
 # Where the wheels exist, a missing NVRTC is a broken install: the tests run and fail saying so.
+# The table's architectures the installed NVRTC can target (NVRTC 13 dropped sm_70/72, NVRTC 12 lacks sm_110):
+TARGETABLE = sorted(set(ARCH_LIMITS) & set(nvrtc.supported_archs())) if not NVRTC_MISSING else sorted(ARCH_LIMITS)
 
 BROKEN = """extern "C" __global__ void broken(float *x) {
     int i = threadIdx.x;
@@ -67,7 +71,7 @@ def test_arch_names_and_table():
         parse_arch("hopper")
     with pytest.raises(ValueError, match="no device limits for sm_35; known architectures: sm_70"):
         arch_limits("sm_35")
-    assert {70, 75, 80, 86, 89, 90, 100} <= set(ARCH_LIMITS)
+    assert {70, 75, 80, 86, 89, 90, 100, 103, 110, 120, 121} <= set(ARCH_LIMITS)
     for cc in ARCH_LIMITS:
         limits = arch_limits(cc)
         assert limits["max_static_shared_memory_per_block"] == 48 * 1024 <= limits["max_shared_memory_per_block"]
@@ -75,6 +79,45 @@ def test_arch_names_and_table():
         assert limits["max_registers_per_block"] == 65536 and limits["max_threads"] == 1024
     assert arch_limits("sm_90")["max_shared_memory_per_block"] == 227 * 1024
     assert arch_limits("sm_80")["max_shared_memory_per_block"] == 163 * 1024
+    assert arch_limits("sm_120")["max_shared_memory_per_block"] == 99 * 1024  # consumer Blackwell: as sm_86/89
+    assert arch_limits("sm_103")["max_shared_memory"] == arch_limits("sm_110")["max_shared_memory"] == 228 * 1024
+    with pytest.raises(ValueError, match="no device limits for sm_88"):  # NVRTC 13 targets it; no sourced numbers
+        arch_limits("sm_88")
+
+
+def test_remedy_names_an_older_nvrtc_for_a_dropped_arch_and_a_newer_one_for_an_unknown_arch():
+    nvrtc13 = (75, 80, 86, 87, 88, 89, 90, 100, 103, 110, 120, 121)
+    dropped = arch_remedy([70], nvrtc13)
+    assert "sm_70 needs an older NVRTC" in dropped and "nvrtc12" in dropped and "newer" not in dropped
+    unknown = arch_remedy([130], nvrtc13)
+    assert "sm_130 needs a newer NVRTC" in unknown and "nvidia-cuda-nvrtc" in unknown and "older" not in unknown
+    nvrtc12 = (50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 120, 121)
+    assert "sm_110 needs a newer NVRTC" in arch_remedy([110], nvrtc12)
+    both = arch_remedy([72, 130], nvrtc13)
+    assert "sm_72 needs an older" in both and "sm_130 needs a newer" in both
+
+
+def test_header_folders_of_both_wheel_layouts_and_a_toolkit(tmp_path):
+    """CUDA 13's wheels share nvidia/cu13/include (CCCL in cccl/); CUDA 12's have one folder per wheel."""
+    def touch(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("")
+
+    cu13, cu12, toolkit, nvrtc_only = (tmp_path / d for d in ("cu13", "cu12", "toolkit", "nvrtc_only"))
+    touch(cu13 / "nvidia/cu13/include/cuda_runtime.h")
+    touch(cu13 / "nvidia/cu13/include/cccl/cuda/std/type_traits")
+    touch(cu12 / "nvidia/cuda_runtime/include/cuda_runtime.h")
+    touch(cu12 / "nvidia/cuda_cccl/include/cuda/std/type_traits")
+    touch(toolkit / "include/cuda_runtime.h")
+    touch(toolkit / "include/cccl/cuda/std/type_traits")
+    touch(nvrtc_only / "nvidia/cu13/include/nvrtc.h")  # the nvidia-cuda-nvrtc 13 wheel alone: no runtime headers
+    assert find_header_dir("cudart", [cu13]) == str(cu13 / "nvidia/cu13/include")
+    assert find_header_dir("cccl", [cu13]) == str(cu13 / "nvidia/cu13/include/cccl")
+    assert find_header_dir("cudart", [cu12]) == str(cu12 / "nvidia/cuda_runtime/include")
+    assert find_header_dir("cccl", [cu12]) == str(cu12 / "nvidia/cuda_cccl/include")
+    assert find_header_dir("cudart", [nvrtc_only]) is None
+    assert find_header_dir("cccl", [nvrtc_only], [toolkit]) == str(toolkit / "include/cccl")
+    assert find_header_dir("cudart", [nvrtc_only], [toolkit]) == str(toolkit / "include")
 
 
 def test_arch_list_option_values():
@@ -83,6 +126,7 @@ def test_arch_list_option_values():
     assert parse_arch_list("sm_80, sm_90,sm_80") == [80, 90]
     with pytest.raises(argparse.ArgumentTypeError, match="no device limits for 'sm_35'"):
         parse_arch_list("sm_80,sm_35")
+    assert parse_arch_list("sm_100,sm_120") == [100, 120]
     with pytest.raises(argparse.ArgumentTypeError, match="not a CUDA architecture"):
         parse_arch_list("ampere")
 
@@ -156,7 +200,7 @@ def test_template_names_resolve_to_what_both_runners_launch():
 
 
 @needs_nvrtc
-@pytest.mark.parametrize("arch", sorted(ARCH_LIMITS))
+@pytest.mark.parametrize("arch", TARGETABLE)
 def test_static_shared_memory_limit_of_the_table_is_what_ptxas_enforces(arch):
     source = ('extern "C" __global__ void k(float *x) { __shared__ float s[NWORDS]; s[threadIdx.x] = x[0];'
               ' __syncthreads(); x[threadIdx.x] = s[NWORDS - 1 - threadIdx.x]; }\n')

@@ -268,8 +268,8 @@ def check_in_test(autotune: Any, spec: KernelSpec, label: str) -> dict[str, Any]
         version = ".".join(map(str, nvrtc.nvrtc_version()))
         known = ", ".join(f"sm_{cc}" for cc in nvrtc.supported_archs())
         pytest.fail(f"autotune: --autotune-compile={flag}: NVRTC {version} cannot compile for "
-                    f"{', '.join(f'sm_{cc}' for cc in unknown)} (it knows {known}); install a newer "
-                    "nvidia-cuda-nvrtc-cu12", pytrace=False)
+                    f"{', '.join(f'sm_{cc}' for cc in unknown)} (it knows {known}); "
+                    f"{nvrtc.arch_remedy(unknown, nvrtc.supported_archs())}", pytrace=False)
     try:
         locked = locked_winners(autotune.state.options.lockdir, item.nodeid, label, archs)
     except LockfileError as exc:

@@ -106,7 +106,7 @@ def infer_runner(spec: Any) -> str:
                 return name
         raise BackendUnavailable(
             "this kernel is CUDA, but neither CuPy nor PyCUDA (with nvcc) is installed: "
-            "pip install cupy-cuda12x (or pycuda)"
+            "pip install cupy-cuda13x for a CUDA 13 driver, cupy-cuda12x for CUDA 12 (or pycuda)"
         )
     if spec.lang == "opencl":
         return "opencl"

@@ -5,8 +5,21 @@ check needs them per *architecture* instead. Each number comes from NVIDIA's
 CUDA C++ Programming Guide, "Compute Capabilities", table "Technical
 Specifications per Compute Capability" (CUDA 12.9 edition; the same rows in
 the CUDA 13 edition), cited in the comments as [TS] with the row name, or
-from ptxas itself, cited as [ptxas] (what NVRTC 12.9 reports for that
-``--gpu-architecture``, checked in ``tests/test_nvrtc_compile.py``).
+from ptxas itself, cited as [ptxas] (what NVRTC 12.9 and 13.0 report for that
+``--gpu-architecture``, checked in ``tests/test_nvrtc_compile.py`` for every
+architecture of this table the installed NVRTC targets), or from CCCL's
+``libcudacxx/include/cuda/__device/arch_traits.h`` (``cuda::arch::traits``,
+CCCL 3.x), cited as [CCCL] with the field: ``max_shared_memory_per_multiprocessor``
+and ``max_shared_memory_per_block_optin`` (that minus the 1 KB the driver
+reserves per block).
+
+Which architectures an NVRTC can target is its own list
+(:func:`pytest_autotune.runners.nvrtc.supported_archs`): NVRTC 12.9 has
+sm_70/72 and stops at sm_121; NVRTC 13.0 dropped sm_70/72 (Volta, Xavier)
+and offers sm_75 to sm_121 with sm_88 and sm_110 (Thor, sm_101 before).
+The table keeps sm_70/72 for NVRTC 12. sm_88 is not in it: neither source
+above gives its numbers, so ``--autotune-compile=sm_88`` is refused rather
+than checked against guessed limits.
 
 The keys are the restriction constants the runners hand to the search space
 (see :func:`pytest_autotune.runners.device.cuda_constants`), so a restriction
@@ -89,6 +102,22 @@ ARCH_LIMITS: dict[int, dict[str, int]] = {
     100: {  # Blackwell B200
         "max_shared_memory_per_block": 227 * KIB,  # [TS] 10.0: 227 KB
         "max_shared_memory": 228 * KIB,  # [TS] 10.0: 228 KB
+    },
+    103: {  # Blackwell Ultra B300/GB300
+        "max_shared_memory_per_block": 227 * KIB,  # [CCCL] traits<sm_103> = traits<sm_100>: optin 228 - 1 KB
+        "max_shared_memory": 228 * KIB,  # [CCCL] max_shared_memory_per_multiprocessor 228 * 1024 (from sm_100)
+    },
+    110: {  # Thor (sm_101 until CUDA 13)
+        "max_shared_memory_per_block": 227 * KIB,  # [CCCL] traits<sm_110> = traits<sm_100>: optin 228 - 1 KB
+        "max_shared_memory": 228 * KIB,  # [CCCL] max_shared_memory_per_multiprocessor 228 * 1024 (from sm_100)
+    },
+    120: {  # Blackwell GB20x (RTX 50xx, RTX PRO 6000)
+        "max_shared_memory_per_block": 99 * KIB,  # [CCCL] traits<sm_120>: optin = 100 KB - 1 KB reserved; [TS] 12.x
+        "max_shared_memory": 100 * KIB,  # [CCCL] traits<sm_120>: max_shared_memory_per_multiprocessor 100 * 1024
+    },
+    121: {  # GB10 (DGX Spark): CCCL has no row of its own (its highest is sm_120); [TS] 12.x covers 12.0 and 12.1
+        "max_shared_memory_per_block": 99 * KIB,  # [TS] 12.x: 99 KB (= sm_120's [CCCL] row)
+        "max_shared_memory": 100 * KIB,  # [TS] 12.x: 100 KB
     },
 }
 

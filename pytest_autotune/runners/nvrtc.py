@@ -3,9 +3,9 @@
 The CuPy runner compiles through CuPy, which asks the device which
 architecture to target; this module does the same compile with NVIDIA's own
 bindings (``cuda.bindings.nvrtc``, wheels ``cuda-bindings`` and
-``nvidia-cuda-nvrtc-cu12``) for an architecture named by the caller, so CI
-machines without a GPU or driver can prove kernels compile. It reproduces
-what the CuPy runner hands NVRTC:
+``nvidia-cuda-nvrtc``, CUDA 13, or ``nvidia-cuda-nvrtc-cu12``, CUDA 12) for
+an architecture named by the caller, so CI machines without a GPU or driver
+can prove kernels compile. It reproduces what the CuPy runner hands NVRTC:
 
 * the source of :func:`~.kernel.render_source` (``#define`` lines, ``#line 1``),
 * the kernel name of :func:`~.kernel.instantiated_name` as a name expression,
@@ -45,7 +45,26 @@ from .kernel import KernelSpec, instantiated_name, launch_geometry, render_sourc
 
 # What ptxas says about local memory, per thread: recorded with each measurement the compile stage served.
 SPILL_FACTS = ("spill_stores", "spill_loads", "stack_frame")
-INSTALL_HINT = 'pip install "pytest-autotune[cuda]" (or cuda-bindings<13 nvidia-cuda-nvrtc-cu12)'
+INSTALL_HINT = ('pip install "pytest-autotune[nvrtc]" (CUDA 13: cuda-bindings nvidia-cuda-nvrtc; '
+                'for CUDA 12: "pytest-autotune[nvrtc12]")')
+OLDER_NVRTC = ('an older NVRTC (NVRTC 13 dropped sm_70/sm_72): pip install "pytest-autotune[nvrtc12]" '
+               '(cuda-bindings<13, nvidia-cuda-nvrtc-cu12)')
+NEWER_NVRTC = 'a newer NVRTC: pip install -U "cuda-bindings>=13" nvidia-cuda-nvrtc'
+
+
+def arch_remedy(archs: Sequence[int], supported: Sequence[int]) -> str:
+    """What to install so an NVRTC that knows ``supported`` can compile for ``archs``: an older NVRTC for an
+    architecture it dropped (below its oldest, as NVRTC 13 dropped sm_70/72), a newer one for any other."""
+    if not supported:
+        return f"install {NEWER_NVRTC}"
+    dropped = [a for a in archs if a < min(supported)]
+    unknown = [a for a in archs if a not in dropped]
+    parts = []
+    if dropped:
+        parts.append(f"{', '.join(f'sm_{a}' for a in dropped)} needs {OLDER_NVRTC}")
+    if unknown:
+        parts.append(f"{', '.join(f'sm_{a}' for a in unknown)} needs {NEWER_NVRTC}")
+    return "; ".join(parts)
 
 
 @dataclass
@@ -130,24 +149,76 @@ def supported_archs() -> tuple[int, ...]:
 # -- options -----------------------------------------------------------------------------------------
 
 
+# Where the headers lie in NVIDIA's wheels (relative to a ``site-packages``) and in a toolkit, newest layout first:
+# CUDA 13's wheels share one ``nvidia/cu13/include`` (CCCL in its ``cccl/`` subfolder, as in the CUDA 13 toolkit);
+# CUDA 12's have one folder per wheel (``nvidia/cuda_runtime/include``, ``nvidia/cuda_cccl/include``).
+WHEEL_HEADER_LAYOUTS = {
+    "cccl": ("nvidia/cu13/include/cccl", "nvidia/cuda_cccl/include"),
+    "cudart": ("nvidia/cu13/include", "nvidia/cuda_runtime/include"),
+}
+TOOLKIT_HEADER_LAYOUTS = {"cccl": ("include/cccl", "include"), "cudart": ("include",)}
+# What a folder must hold to count: CCCL's libcu++ and the runtime's cuda_fp16.h (the nvidia-cuda-nvrtc 13 wheel
+# puts nvrtc.h alone into nvidia/cu13/include, so the folder's existence proves nothing).
+HEADER_MARKERS = {"cccl": "cuda/std/type_traits", "cudart": "cuda_runtime.h"}
+
+
+def _has_headers(folder: str | os.PathLike | None, kind: str) -> bool:
+    return bool(folder) and (Path(folder) / HEADER_MARKERS[kind]).is_file()
+
+
+def find_header_dir(kind: str, site_dirs: Sequence[str | os.PathLike] = (),
+                    toolkits: Sequence[str | os.PathLike] = ()) -> str | None:
+    """The first folder holding ``kind``'s headers ("cccl" or "cudart"): the wheels' layouts under each of
+    ``site_dirs`` (CUDA 13's, then 12's), then each toolkit root (``include/cccl``, then ``include``)."""
+    for root in site_dirs:
+        for rel in WHEEL_HEADER_LAYOUTS[kind]:
+            if _has_headers(Path(root) / rel, kind):
+                return str(Path(root) / rel)
+    for root in toolkits:
+        for rel in TOOLKIT_HEADER_LAYOUTS[kind]:
+            if _has_headers(Path(root) / rel, kind):
+                return str(Path(root) / rel)
+    return None
+
+
+def _site_dirs() -> list[str]:
+    import site
+    import sys
+
+    dirs = [p for p in sys.path if p and os.path.isdir(os.path.join(p, "nvidia"))]
+    with contextlib.suppress(Exception):
+        dirs += [p for p in site.getsitepackages() + [site.getusersitepackages()] if p not in dirs]
+    return dirs
+
+
+def _toolkit_roots() -> list[str]:
+    roots = [os.environ.get(v) for v in ("CUDA_PATH", "CUDA_HOME")]
+    return [r for r in roots if r] + ["/usr/local/cuda"]
+
+
 @lru_cache(maxsize=1)
 def cuda_header_dirs() -> tuple[str | None, str | None]:
     """Folders of CCCL (``cuda/std/...``, CUB, Thrust) and of the CUDA runtime headers (``cuda_fp16.h``...).
 
     Found as CuPy 14 finds the runtime headers (``cuda.pathfinder``, which
-    comes with ``cuda-bindings``: the ``nvidia-cuda-runtime-cu12`` and
-    ``nvidia-cuda-cccl-cu12`` wheels, else a CUDA toolkit); None where absent.
+    comes with ``cuda-bindings``), checked to hold the headers; else looked
+    up in both wheel layouts (CUDA 13: ``nvidia/cu13/include`` with CCCL in
+    ``cccl/``; CUDA 12: ``nvidia/cuda_runtime/include``,
+    ``nvidia/cuda_cccl/include``), then in a toolkit (``$CUDA_PATH``,
+    ``$CUDA_HOME``, ``/usr/local/cuda``); None where absent.
     """
-    try:
-        from cuda.pathfinder import find_nvidia_header_directory
-    except ImportError:
-        return None, None
-    found = []
+    found: list[str | None] = []
     for name in ("cccl", "cudart"):
+        folder = None
         try:
-            found.append(find_nvidia_header_directory(name))
-        except Exception:  # an unusable installation: leave the folder out, the compile log will say what is missing
-            found.append(None)
+            from cuda.pathfinder import find_nvidia_header_directory
+
+            folder = find_nvidia_header_directory(name)
+        except Exception:  # no pathfinder, or an unusable installation: our own search below
+            folder = None
+        if not _has_headers(folder, name):
+            folder = find_header_dir(name, _site_dirs(), _toolkit_roots())
+        found.append(folder)
     return found[0], found[1]
 
 
@@ -250,7 +321,8 @@ def compile_source(source: str, name_expression: str, options: Sequence[str], *,
     cc = parse_arch(arch)
     if cc not in supported_archs():
         known = ", ".join(f"sm_{a}" for a in supported_archs())
-        raise ValueError(f"NVRTC {'.'.join(map(str, nvrtc_version()))} cannot compile for sm_{cc}; it knows {known}")
+        raise ValueError(f"NVRTC {'.'.join(map(str, nvrtc_version()))} cannot compile for sm_{cc}; it knows {known}; "
+                         f"{arch_remedy([cc], supported_archs())}")
     opts = tuple(options) + ("-Xptxas=-v",)
     if not any(o.startswith(("-arch", "--gpu-architecture")) for o in opts):
         opts = (f"--gpu-architecture=sm_{cc}",) + opts
