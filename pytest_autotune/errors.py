@@ -22,3 +22,12 @@ class InvalidConfiguration(Exception):
     Raise it from a ``callable`` runner's ``launch`` to reject a configuration
     without it counting as a crash.
     """
+
+
+class ArtefactUnusable(Exception):
+    """A compile pool's artefact (a cubin) that the device refused to load, with the driver's error.
+
+    Raised by an executor's ``load``; the executor then compiles the configuration inline and marks
+    the measurement ``extra["fallback"]`` with the error, so a compile-ahead pipeline that is not in
+    use (an NVRTC newer than the driver) shows in the record and the report instead of passing silently.
+    """

@@ -18,6 +18,10 @@ library hides bugs, so:
   NVRTC gets CuPy's extra options (``--std=c++17``, its bundled CCCL and header folder, the CUDA runtime
   headers' folder, ``-ftz=true``, ``-arch``, ``--device-as-default-execution-space``), in CuPy's order,
   recorded in ``State.nvrtc_options``;
+* ``RawModule(path=...)`` (CuPy 14, ``cupy/_core/raw.pyx``): exactly one of ``code``/``path``,
+  ``name_expressions`` only with code; the file is loaded lazily by ``get_function`` (``cuModuleLoad``):
+  ``CUDA_ERROR_FILE_NOT_FOUND`` for a missing file, ``CUDA_ERROR_NO_BINARY_FOR_GPU`` for a cubin of
+  another architecture (see :func:`fake_cubin`);
 * CuPy without NVRTC fails in ``cupy.cuda.nvrtc.getVersion()``; CuPy without the CUDA headers (NVRTC
   installed, ``[ctk]`` not) fails every ``RawModule`` compile with the ``RuntimeError`` of
   ``cupy/_core/core.pyx`` ``assemble_cupy_compiler_options``;
@@ -74,6 +78,18 @@ OUT_OF_RESOURCES = ("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources re
                     "cudaErrorLaunchOutOfResources")
 NOT_FOUND = ("CUDA_ERROR_NOT_FOUND", "named symbol not found", "cudaErrorSymbolNotFound")
 OUT_OF_MEMORY = ("CUDA_ERROR_OUT_OF_MEMORY", "out of memory", "cudaErrorMemoryAllocation")
+FILE_NOT_FOUND = ("CUDA_ERROR_FILE_NOT_FOUND", "file not found", "cudaErrorFileNotFound")
+INVALID_IMAGE = ("CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid", "cudaErrorInvalidKernelImage")
+NO_BINARY_FOR_GPU = ("CUDA_ERROR_NO_BINARY_FOR_GPU", "no kernel image is available for execution on the device",
+                     "cudaErrorNoKernelImageForDevice")
+FAKE_CUBIN = "FAKE-CUBIN"  # a stand-in cubin: "FAKE-CUBIN sm_90\n" + the rendered source (see fake_cubin)
+
+
+def fake_cubin(path, source: str, arch: str = "sm_90") -> str:
+    """Write what the stand-in's ``RawModule(path=...)`` loads as a cubin built for ``arch``; returns the path."""
+    with open(path, "w") as handle:
+        handle.write(f"{FAKE_CUBIN} {arch}\n{source}")
+    return str(path)
 
 
 class State:
@@ -90,6 +106,7 @@ class State:
         self.fail_alloc_after: int | None = None  # PyCUDA: cuMemAlloc fails after this many allocations
         self.allocations = 0
         self.loaded_modules = 0  # CuPy modules kept alive by its memo
+        self.cubin_loads = 0  # RawModule(path=...) loads that succeeded
 
 
 def define(source: str, name: str) -> int:
@@ -238,14 +255,37 @@ def make_cupy(state: State) -> dict[str, types.ModuleType]:
             run_vadd(self.mode, state, c.host, a.host, b.host)
 
     class RawModule:
-        def __init__(self, *, code, options=(), name_expressions=None) -> None:
+        def __init__(self, *, code=None, path=None, options=(), name_expressions=None) -> None:
             assert isinstance(options, tuple)
-            self.code, self.options = code, options
+            if (code is None) == (path is None):  # cupy/_core/raw.pyx RawModule.__init__
+                raise TypeError("Exactly one of `code` and `path` keyword arguments must be given.")
+            if name_expressions is not None and code is None:
+                raise ValueError("need CUDA C++ code for the requested kernels")
+            self.code, self.path, self.options = code, path, options
             self.name_expressions = tuple(name_expressions) if name_expressions is not None else None
             self._mapping: dict[str, str] | None = None
 
+        def _load_file(self) -> None:
+            """CuPy 14 loads a path lazily (``_get_raw_module`` -> ``Module.load_file``, i.e. ``cuModuleLoad``) when
+            ``get_function`` asks for the kernel: a missing file or a cubin for another architecture fails there."""
+            try:
+                data = open(self.path, "rb").read().decode()
+            except OSError:
+                raise CUDADriverError(FILE_NOT_FOUND) from None
+            header, _, code = data.partition("\n")
+            if not header.startswith(FAKE_CUBIN):
+                raise CUDADriverError(INVALID_IMAGE)
+            if header.split()[1] != f"sm_{PROPS['major']}{PROPS['minor']}":
+                raise CUDADriverError(NO_BINARY_FOR_GPU)
+            self.code = code
+            state.cubin_loads += 1
+
         def _compile(self) -> dict[str, str]:
             """What compile_with_cache does: CuPy's options, NVRTC, the lowered names."""
+            if self.path is not None:
+                if self.code is None:
+                    self._load_file()
+                return {}
             if self._mapping is None:
                 if state.cuda_headers_missing:  # assemble_cupy_compiler_options, before NVRTC is asked
                     raise RuntimeError("Failed to find CUDA headers. Please install CUDA toolkit headers (e.g., pip "

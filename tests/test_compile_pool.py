@@ -510,6 +510,55 @@ def test_pytest_autotune_with_two_compile_workers_tunes_and_locks(project: pytes
     gate.assert_outcomes(passed=1)
 
 
+BROKEN_ARTEFACTS = """
+import pytest
+from pytest_autotune.runners import c_runner
+
+
+@pytest.fixture(autouse=True)
+def unloadable_libraries(monkeypatch, tmp_path):
+    \"\"\"Every library the pool compiles ahead is replaced by one the loader refuses (as a cubin for a newer
+    driver is refused on the device).\"\"\"
+    real = c_runner.CCompileStage.compile
+
+    def compile(self, params, processes):
+        artefact = real(self, params, processes)
+        if artefact.ok:
+            bad = tmp_path / ("bad-%d.so" % len(list(tmp_path.iterdir())))
+            bad.write_bytes(b"not a shared library")
+            artefact.path = str(bad)
+        return artefact
+
+    monkeypatch.setattr(c_runner.CCompileStage, "compile", compile)
+"""
+
+
+@needs_gcc
+def test_an_artefact_that_does_not_load_is_a_visible_fallback_in_the_report(project: pytest.Pytester) -> None:
+    """Issue 25: a compiled-ahead artefact the device stage cannot load was recompiled silently, with a load time."""
+    project.makeconftest(BROKEN_ARTEFACTS)
+    report = project.path / "report.json"
+    result = project.runpytest(*INNER, "--autotune", "--autotune-compile-workers=2",
+                               f"--autotune-report={report}")
+    result.assert_outcomes(passed=1)  # compiled inline: tuning still works
+    result.stdout.fnmatch_lines(["FALLBACK test_scale.py::test_scale::scale: 4 compiled-ahead artefact(s) did not "
+                                 "load (0 did) and were compiled inline; first at *: cannot load the compiled "
+                                 "library *bad-*"])
+    row = __import__("json").loads(report.read_text())["kernels"][0]
+    assert row["compile_ahead"]["fallbacks"] == 4 and row["compile_ahead"]["loaded"] == 0
+    assert "cannot load the compiled library" in row["compile_ahead"]["first_fallback"]["error"]
+
+
+@needs_gcc
+def test_artefacts_that_load_are_counted_and_no_fallback_is_reported(project: pytest.Pytester) -> None:
+    report = project.path / "report.json"
+    result = project.runpytest(*INNER, "--autotune", "--autotune-compile-workers=2", f"--autotune-report={report}")
+    result.assert_outcomes(passed=1)
+    result.stdout.no_fnmatch_line("FALLBACK*")
+    ahead = __import__("json").loads(report.read_text())["kernels"][0]["compile_ahead"]
+    assert ahead["fallbacks"] == 0 and ahead["loaded"] == 4  # the 4 MODE=0 configurations; MODE=2 fails to compile
+
+
 @pytest.mark.gpu
 def test_gpu_cupy_runner_loads_the_cubins_the_pool_compiled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """On a real GPU: the device stage loads every cubin NVRTC built ahead, and the results verify."""

@@ -59,7 +59,7 @@ def test_pycuda_launch_rejection_keeps_the_context(fake_backend):
 
 @pytest.mark.parametrize("fake_backend", ["cupy"], indirect=True)
 @pytest.mark.parametrize("missing, message", [
-    ("nvrtc_missing", r"cannot load NVRTC.*cupy-cuda12x\[ctk\]"),
+    ("nvrtc_missing", r"cannot load NVRTC.*cupy-cuda13x\[ctk\]"),
     # NVRTC alone (the nvrtc extra, no [ctk]): CuPy refuses every compile for want of the CUDA headers
     ("cuda_headers_missing", r"CuPy cannot compile.*Failed to find CUDA headers.*\[ctk\]"),
 ])
@@ -70,21 +70,67 @@ def test_cupy_without_its_toolkit_is_unavailable_not_a_compile_failure(fake_back
         cls(vadd_spec(), isolate=False, measure=FAST)
 
 
+def _rendered(runner, params):
+    from pytest_autotune.runners.kernel import render_source
+
+    return render_source(runner._impl.spec, params)
+
+
 @pytest.mark.parametrize("fake_backend", ["cupy"], indirect=True)
-def test_what_the_compile_stage_learnt_goes_into_the_measurement(fake_backend):
+def test_what_the_compile_stage_learnt_goes_into_the_measurement(fake_backend, tmp_path):
     """A configuration compiled ahead (NVRTC stage) keeps the stage's spill counts in its record."""
+    import fake_cuda
     from pytest_autotune.runners.compile_pool import CompiledArtefact
 
     name, state, cls = fake_backend
     runner = cls(vadd_spec(), isolate=False, measure=FAST)
-    artefact = CompiledArtefact(True, path="/nonexistent/vadd.cubin", symbol="vadd", seconds=0.2,
+    params = {"block_size_x": 64, "MODE": 0}
+    cubin = fake_cuda.fake_cubin(tmp_path / "vadd.cubin", _rendered(runner, params))
+    artefact = CompiledArtefact(True, path=cubin, symbol="vadd", seconds=0.2,
                                 extra={"spill_stores": 24, "spill_loads": 16, "stack_frame": 40, "block": [1, 1, 1]})
-    m = runner._impl.evaluate({"block_size_x": 64, "MODE": 0}, artefact=artefact)
+    compiled_before = len(state.nvrtc_options)
+    m = runner._impl.evaluate(params, artefact=artefact)
     assert m.ok, m.detail
+    assert state.cubin_loads == 1 and len(state.nvrtc_options) == compiled_before  # loaded, not recompiled
+    assert "fallback" not in m.extra and "load_s" in m.timings
     assert (m.extra["spill_stores"], m.extra["spill_loads"], m.extra["stack_frame"]) == (24, 16, 40)
     assert m.extra["block"] == [64, 1, 1]  # what the device stage computed itself wins
     assert m.timings["compile_s"] == 0.2
     runner.close()
+
+
+@pytest.mark.parametrize("fake_backend", ["cupy"], indirect=True)
+@pytest.mark.parametrize("cubin, error", [("sm_100", "CUDA_ERROR_NO_BINARY_FOR_GPU"),
+                                          (None, "CUDA_ERROR_FILE_NOT_FOUND")])
+def test_a_cubin_the_driver_refuses_is_compiled_inline_and_marked_as_a_fallback(fake_backend, tmp_path, cubin,
+                                                                                error):
+    """Issue 25: the CuPy runner silently recompiled and the record still had a load time."""
+    import fake_cuda
+    from pytest_autotune.runners.compile_pool import CompiledArtefact
+
+    name, state, cls = fake_backend
+    runner = cls(vadd_spec(), isolate=False, measure=FAST)
+    params = {"block_size_x": 64, "MODE": 0}
+    path = tmp_path / "vadd.cubin"
+    if cubin:
+        fake_cuda.fake_cubin(path, _rendered(runner, params), arch=cubin)
+    compiled_before = len(state.nvrtc_options)
+    m = runner._impl.evaluate(params, artefact=CompiledArtefact(True, path=str(path), symbol="vadd", seconds=0.2))
+    assert m.ok, m.detail  # compiled inline: the configuration is still measured
+    assert len(state.nvrtc_options) == compiled_before + 1 and state.cubin_loads == 0
+    assert error in m.extra["fallback"] and str(path) in m.extra["fallback"]
+    assert "load_s" not in m.timings and m.timings["compile_s"] != 0.2  # the inline compile's own time
+    runner.close()
+
+
+def test_the_stand_in_takes_raw_module_arguments_as_cupy_14_does():
+    import fake_cuda
+
+    cupy = fake_cuda.make_cupy(fake_cuda.State())["cupy"]
+    with pytest.raises(TypeError, match="Exactly one of `code` and `path`"):
+        cupy.RawModule(code="x", path="y")
+    with pytest.raises(ValueError, match="need CUDA C"):
+        cupy.RawModule(path="y.cubin", name_expressions=["k"])
 
 
 @pytest.mark.parametrize("fake_backend", ["cupy"], indirect=True)

@@ -279,6 +279,20 @@ def spills(history: SearchHistory, winner: Measurement) -> dict[str, Any]:
     return {"winner": mine, "spilling_configurations": spilled} if mine or spilled else {}
 
 
+def compile_ahead_summary(history: SearchHistory) -> dict[str, Any]:
+    """How the compile pool's artefacts fared on the device, for the report: ``loaded`` (measurements
+    whose artefact the device stage loaded), ``fallbacks`` (artefacts the device refused, compiled inline
+    instead) and the first fallback's configuration and driver error. Empty when nothing was compiled ahead."""
+    loaded = sum("load_s" in r.measurement.timings for r in history.records)
+    fell = [r for r in history.records if r.measurement.extra.get("fallback")]
+    if not loaded and not fell:
+        return {}
+    out: dict[str, Any] = {"loaded": loaded, "fallbacks": len(fell)}
+    if fell:
+        out["first_fallback"] = {"params": dict(fell[0].params), "error": str(fell[0].measurement.extra["fallback"])}
+    return out
+
+
 def first_failures(history: SearchHistory) -> dict[str, dict[str, Any]]:
     """Per failure kind, the first failed configuration and its full error text."""
     out: dict[str, dict[str, Any]] = {}

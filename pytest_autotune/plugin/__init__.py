@@ -20,8 +20,8 @@ from ..engine.evaluator import Budget
 from .fixture import CALLS_KEY, Autotune
 from .marker import MarkerError, TuneSettings, parse_marker
 from ..runners.compile_pool import parse_compile_workers
-from .report import (cut_note_lines, failure_lines, format_table, lockfile_lines, new_lockfile_lines, not_gated_line,
-                     not_tuned_line, write_json_report, write_plots)
+from .report import (cut_note_lines, failure_lines, fallback_line, format_table, lockfile_lines, new_lockfile_lines,
+                     not_gated_line, not_tuned_line, write_json_report, write_plots)
 from .session import INCOMPARABLE_POLICIES, MISSING_POLICIES, STATE_KEY, Options, SessionState
 from ..strategies import StrategyError, validate_strategy_spec
 
@@ -324,6 +324,8 @@ def _summary(terminalreporter: Any, state: SessionState) -> None:
                       f"is now {-rival['change_pct']:.1f}% faster than the locked winner")
             for line in failure_lines(r):
                 write(line)
+            if fallback_line(r):
+                write(fallback_line(r), red=True, bold=True)
         for line in lockfile_lines(rows):
             write(line)
         for line in new_lockfile_lines(rows):

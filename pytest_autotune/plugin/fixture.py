@@ -40,7 +40,8 @@ from ..runners.isolation import sharing_one_cpu
 from .scratch import ScratchCache, fingerprint
 from .session import SessionState
 from ..space import SearchSpaceError
-from ..engine.tuner import TuneError, TuneResult, _evaluate, build_space, first_failures, spills, tune
+from ..engine.tuner import (TuneError, TuneResult, _evaluate, build_space, compile_ahead_summary, first_failures, spills,
+                            tune)
 
 
 def _failed(message: str) -> BaseException:
@@ -347,6 +348,7 @@ class Autotune:
         except TuneError as exc:
             self._row(k.label, "tune", "failed", message=str(exc), failures=exc.history.failures() if exc.history else {},
                       failure_examples=first_failures(exc.history) if exc.history else {},
+                      compile_ahead=compile_ahead_summary(exc.history) if exc.history else {},
                       evaluations=len(exc.history.records) if exc.history else 0,
                       budget=total or s.budget_text, lockfile=str(path))
             raise _failed(f"autotune: {self.item.nodeid}::{k.label}: {exc}") from None
@@ -370,6 +372,7 @@ class Autotune:
                   evaluations=result.evaluations, budget=total or s.budget_text,
                   strategy=result.strategy["name"], failures=result.failures,
                   failure_examples=first_failures(result.history), spills=spills(result.history, result.measurement),
+                  compile_ahead=compile_ahead_summary(result.history),
                   best_so_far=[None if x != x else float(x) for x in result.history.best_so_far()],
                   resumed=len(cached), stop_reason=result.history.stop_reason,
                   note=decision.message if decision.action != "first" else (warm.note() if warm else ""),

@@ -116,6 +116,20 @@ def failure_lines(row: Mapping[str, Any], width: int = 160) -> list[str]:
     return out
 
 
+def fallback_line(row: Mapping[str, Any], width: int = 600) -> str:
+    """``FALLBACK ...`` when compiled-ahead artefacts of ``row`` did not load on the device (compiled inline instead:
+    the compile-ahead pipeline was not in use for them); empty otherwise."""
+    ahead = row.get("compile_ahead") or {}
+    if not ahead.get("fallbacks"):
+        return ""
+    first = ahead.get("first_fallback") or {}
+    error = next((line.strip() for line in str(first.get("error", "")).splitlines() if line.strip()), "")
+    text = (f"FALLBACK {row.get('test')}::{row.get('kernel')}: {ahead['fallbacks']} compiled-ahead artefact(s) did not "
+            f"load ({ahead.get('loaded', 0)} did) and were compiled inline; first at "
+            f"{_fmt_params(first.get('params'))}: {error}")
+    return _shorten(text, width)
+
+
 def lockfile_lines(rows: Iterable[Mapping[str, Any]]) -> list[str]:
     """Which lockfiles the run read and which it wrote; one that does not exist says so (a lock directory
     resolved somewhere unexpected shows at once)."""

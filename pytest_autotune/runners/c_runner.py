@@ -34,7 +34,7 @@ from ..measure.timing import MeasureOptions
 from ..results import FailureKind
 from .compile_pool import CompiledArtefact, CompilerProcesses, artefact_cache_dir
 from .device import DeviceInfo, compiler_version, cpu_constants, detect_cpu_device
-from ..errors import BackendUnavailable, SpecError
+from ..errors import ArtefactUnusable, BackendUnavailable, SpecError
 from .executor import CompileFailed, CompiledKernelExecutor
 from .isolation import HostedRunner
 from .kernel import Geometry, KernelSpec, instantiated_name, render_source
@@ -205,8 +205,14 @@ class CExecutor(CompiledKernelExecutor):
         return self._open(library)
 
     def load(self, artefact: Any, source: str, name: str) -> Any:
+        """The library the compile stage built; one that does not load is :class:`ArtefactUnusable` (compiled
+        again inline, the measurement marked as a fallback)."""
+        try:
+            library = self._open(Path(artefact.path))
+        except CompileFailed as exc:
+            raise ArtefactUnusable(exc.log) from None
         self._count(bool(artefact.extra.get("cache_hit")))
-        return self._open(Path(artefact.path))
+        return library
 
     def _count(self, hit: bool) -> None:
         self._last_cache_hit = hit

@@ -17,7 +17,7 @@ import numpy as np
 from ..measure.timing import MeasureOptions
 from .cuda_common import CudaExecutor, check_cuda_spec
 from .device import cuda_constants, detect_cuda_device_cupy
-from ..errors import BackendUnavailable, SpecError
+from ..errors import ArtefactUnusable, BackendUnavailable, SpecError
 from .executor import CompileFailed
 from .ncu import NsightProfiling
 from .isolation import HostedRunner
@@ -29,7 +29,8 @@ def import_cupy(device_id: int = 0) -> Any:
     try:
         import cupy
     except ImportError as exc:
-        raise BackendUnavailable(f"the cupy runner needs CuPy (pip install cupy-cuda12x): {exc}") from None
+        raise BackendUnavailable("the cupy runner needs CuPy (pip install cupy-cuda13x, or cupy-cuda12x for a "
+                                 f"CUDA 12 driver): {exc}") from None
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as exc:  # CUDARuntimeError without a driver/device
@@ -41,7 +42,8 @@ def import_cupy(device_id: int = 0) -> Any:
     except Exception as exc:
         raise BackendUnavailable(
             f"CuPy cannot load NVRTC, so no kernel could compile ({type(exc).__name__}: {exc}); "
-            'install the CUDA toolkit libraries: pip install "cupy-cuda12x[ctk]" (or pytest-autotune[cuda])'
+            'install the CUDA toolkit libraries: pip install "cupy-cuda13x[ctk]" (or pytest-autotune[cuda]; '
+            'for a CUDA 12 driver "cupy-cuda12x[ctk]", pytest-autotune[cuda12])'
         ) from None
     _probe_compile(cupy)
     return cupy
@@ -63,7 +65,8 @@ def _probe_compile(cupy: Any) -> None:
     except Exception as exc:
         raise BackendUnavailable(
             f"CuPy cannot compile even an empty kernel ({type(exc).__name__}: {exc}); install the CUDA toolkit "
-            'libraries and headers: pip install "cupy-cuda12x[ctk]" (or pytest-autotune[cuda])'
+            'libraries and headers: pip install "cupy-cuda13x[ctk]" (or pytest-autotune[cuda]; for a CUDA 12 driver '
+            '"cupy-cuda12x[ctk]", pytest-autotune[cuda12])'
         ) from None
 
 
@@ -125,14 +128,17 @@ class CupyExecutor(CudaExecutor):
         """The cubin the NVRTC compile stage built, loaded under its lowered name.
 
         A cubin the driver refuses (a driver older than the NVRTC that built
-        it) is compiled here through CuPy instead, as without a pool.
+        it, say) raises :class:`ArtefactUnusable` with the driver's error: the
+        executor compiles it here through CuPy instead and marks the
+        measurement ``extra["fallback"]``, so the report shows the
+        compile-ahead pipeline was not used.
         """
         try:
             module = self.cp.RawModule(path=artefact.path)
             kernel = module.get_function(artefact.symbol)
             kernel.num_regs  # noqa: B018 - loads the module now
-        except Exception:
-            return self.compile(source, name)
+        except Exception as exc:
+            raise ArtefactUnusable(f"cubin {artefact.path} did not load: {type(exc).__name__}: {exc}") from None
         return module, kernel
 
     def kernel_info(self, kernel: Any) -> dict[str, Any]:

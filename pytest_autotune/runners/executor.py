@@ -30,7 +30,7 @@ from ..measure.timing import EarlyStop, MeasureOptions, TimingStats, time_runs
 from ..results import FailureKind, Measurement
 from ..measure.verify import verify_outputs
 from .device import DeviceInfo
-from ..errors import InvalidConfiguration, SpecError
+from ..errors import ArtefactUnusable, InvalidConfiguration, SpecError
 from .kernel import Geometry, KernelSpec, instantiated_name, launch_geometry, render_source
 
 # "jit": a first launch during which the runtime may still be compiling (PoCL builds each work-group
@@ -128,7 +128,9 @@ class CompiledKernelExecutor(Executor):
 
     def load(self, artefact: Any, source: str, name: str) -> Any:
         """A handle to the kernel a compile pool built from ``source`` (a :class:`~.compile_pool.CompiledArtefact`);
-        raise CompileFailed. Only runners that offer a compile stage implement it."""
+        raise :class:`~.errors.ArtefactUnusable` with the driver's error when the device refuses the artefact
+        (:meth:`evaluate` then compiles inline and marks the measurement ``extra["fallback"]``).
+        Only runners that offer a compile stage implement it."""
         raise NotImplementedError(f"the {self.name} runner has no separate compile stage")
 
     def check_compiled(self, kernel: Any, geometry: Geometry) -> str | None:
@@ -208,13 +210,26 @@ class CompiledKernelExecutor(Executor):
 
         self.heartbeat("compile")
         t = perf_counter()
+        fallback: str | None = None
         try:
-            kernel = self.compile(source, name) if artefact is None else self.load(artefact, source, name)
+            if artefact is None:
+                kernel = self.compile(source, name)
+            else:
+                try:
+                    kernel = self.load(artefact, source, name)
+                except ArtefactUnusable as exc:  # the device refused the pool's artefact: compile here, visibly
+                    fallback = str(exc) or type(exc).__name__
+                    t = perf_counter()
+                    kernel = self.compile(source, name)
         except CompileFailed as exc:
             timings["compile_s"] = perf_counter() - t
+            if fallback is not None:
+                extra["fallback"] = fallback
             return failed(FailureKind.COMPILE, exc.log, **extra)
-        if artefact is None:
-            timings["compile_s"] = perf_counter() - t
+        if artefact is None or fallback is not None:
+            timings["compile_s"] = perf_counter() - t  # compiled here: no load time to record
+            if fallback is not None:
+                extra["fallback"] = fallback
         else:  # compiled ahead by the pool: its compile time, what loading took here, what the compiler said
             timings["compile_s"] = artefact.seconds
             timings["load_s"] = perf_counter() - t
