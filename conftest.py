@@ -1,4 +1,5 @@
-"""Test-suite wiring: pytester for inner sessions, GPU tests skipped cleanly without a device,
+"""Test-suite wiring: pytester for inner sessions, GPU tests skipped cleanly without a device (failed instead
+with ``AUTOTUNE_REQUIRE_GPU=1``),
 and the shared brute-forced spaces located once."""
 from __future__ import annotations
 
@@ -43,16 +44,34 @@ def cuda_device_reason() -> str | None:
         return f"CUDA unavailable: {exc}"
 
 
+REQUIRE_GPU_ENV = "AUTOTUNE_REQUIRE_GPU"
+
+
+def gpu_required() -> bool:
+    """``AUTOTUNE_REQUIRE_GPU=1`` (a GPU job, the device check): a ``gpu`` test without a usable device fails."""
+    return os.environ.get(REQUIRE_GPU_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not any(item.get_closest_marker("gpu") for item in items):
         return
     reason = cuda_device_reason()
-    if reason is None:
+    if reason is None or gpu_required():  # required: pytest_runtest_setup fails them instead
         return
     skip = pytest.mark.skip(reason=f"gpu test: {reason}")
     for item in items:
         if item.get_closest_marker("gpu"):
             item.add_marker(skip)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item: pytest.Item) -> None:
+    """Fails (in the call phase: reported as failed, not as an error) before the test body would run."""
+    if item.get_closest_marker("gpu") and gpu_required():
+        reason = cuda_device_reason()
+        if reason is not None:
+            pytest.fail(f"gpu test: {reason} ({REQUIRE_GPU_ENV}=1: a missing or unusable device fails)",
+                        pytrace=False)
 
 
 def shared_spaces_dir() -> Path:

@@ -1270,3 +1270,83 @@ def test_a_lock_from_a_faster_machine_is_not_comparable_rather_than_a_regression
                                  "* is *% lower than the lock's machine's*"])
     run(project, "--autotune-incomparable=skip").assert_outcomes(skipped=1)
     run(project, "--autotune-incomparable=fail").assert_outcomes(failed=1)
+
+
+# -- --autotune-require-device: a GPU job whose device is missing fails instead of skipping -------------------
+
+NO_DEVICE_TEST = '''
+import numpy as np
+import pytest
+
+
+@pytest.mark.tune(params={"block_size_x": [32, 64]}, strategy="brute_force")
+def test_no_device(autotune):
+    source = "__global__ void fill(float *a, int n) { int i = threadIdx.x; if (i < n) a[i] = 1.0f; }"
+    autotune.kernel(source, "fill", 16, [np.zeros(16, np.float32), np.int32(16)], runner="cupy")
+'''
+
+
+@pytest.fixture
+def no_device_project(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # no device even on a GPU machine (the sessions run in subprocesses)
+    project.makepyfile(test_nodev=NO_DEVICE_TEST)
+    return project
+
+
+def run_subprocess(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess(*INNER_ARGS, "-p", "no:cacheprovider", *args)
+
+
+@pytest.mark.parametrize("mode", [(), ("--autotune",)], ids=["gate", "tune"])
+def test_require_device_turns_no_device_into_a_failure(no_device_project: pytest.Pytester, mode: tuple) -> None:
+    report = no_device_project.path / "report.json"
+    skipped = run_subprocess(no_device_project, *mode)
+    skipped.assert_outcomes(skipped=1)  # without the switch: a skip, as before
+    result = run_subprocess(no_device_project, *mode, "--autotune-require-device", f"--autotune-report={report}")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*autotune: no usable device for this kernel: * (--autotune-require-device)*"])
+    row = json.loads(report.read_text())["kernels"][0]
+    assert row["status"] == "no device" and row["required"] is True
+    assert row["mode"] == ("tune" if mode else "gate")
+
+
+def test_require_device_from_the_ini_option(no_device_project: pytest.Pytester) -> None:
+    no_device_project.makeini("[pytest]\nautotune_require_device = true\n")
+    run_subprocess(no_device_project, "--autotune-missing=fail").assert_outcomes(failed=1)
+    no_device_project.makeini("[pytest]\nautotune_require_device = maybe\n")
+    result = run_subprocess(no_device_project)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*ini option autotune_require_device=maybe: expected true or false*"])
+
+
+# -- AUTOTUNE_REQUIRE_GPU=1: the suite's own gpu-marked tests fail without a device ---------------------------
+
+GPU_MARKED_TEST = '''
+import pytest
+
+
+@pytest.mark.gpu
+def test_needs_a_gpu():
+    pass
+
+
+def test_plain():
+    pass
+'''
+
+
+@pytest.mark.parametrize("required, outcome", [("", {"skipped": 1, "passed": 1}), ("1", {"failed": 1, "passed": 1})])
+def test_gpu_tests_fail_instead_of_skipping_when_a_gpu_is_required(pytester: pytest.Pytester,
+                                                                   monkeypatch: pytest.MonkeyPatch,
+                                                                   required: str, outcome: dict) -> None:
+    """The repository's conftest.py, with the device probe answering 'no device' (as on a broken GPU runner)."""
+    conftest = (Path(__file__).resolve().parent.parent / "conftest.py").read_text()
+    pytester.makeconftest(conftest + '\n\ndef cuda_device_reason():\n    return "no CUDA device (test)"\n')
+    pytester.makeini("[pytest]\nmarkers =\n    gpu: needs a CUDA device\n")
+    pytester.makepyfile(test_gpu=GPU_MARKED_TEST)
+    monkeypatch.setenv("AUTOTUNE_REQUIRE_GPU", required)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rfs")
+    result.assert_outcomes(**outcome)
+    line = ("*gpu test: no CUDA device (test) (AUTOTUNE_REQUIRE_GPU=1: a missing or unusable device fails)*" if required
+            else "*gpu test: no CUDA device (test)*")
+    result.stdout.fnmatch_lines([line])

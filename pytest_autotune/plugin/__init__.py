@@ -44,7 +44,10 @@ INI_OPTIONS = {
                               "or fail", "warn"),
     "autotune_early_stop": ("stop timing configurations whose first runs are far slower than the best so far "
                             "(true/false)", "true"),
+    "autotune_require_device": ("a kernel without a usable device fails its test instead of skipping it, when "
+                                "tuning and gating (true/false)", "false"),
 }
+TRUE_WORDS, FALSE_WORDS = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -115,6 +118,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="compile the next candidates on N workers while the device times the current one (source "
                          "runners; 1 = compile inline; default auto = CPU cores minus one; ini: "
                          "autotune_compile_workers)")
+    group.addoption("--autotune-require-device", action="store_true", default=None,
+                    help="a GPU job: a kernel with no usable device (no CuPy, broken driver) fails its test instead "
+                         "of skipping it, when tuning and gating (ini: autotune_require_device)")
     for name, (help_text, default) in INI_OPTIONS.items():
         parser.addini(name, help_text, default=default)
 
@@ -169,6 +175,15 @@ def _compile_workers(config: pytest.Config) -> int:
         raise pytest.UsageError(f"{where}={raw}: {exc}") from None
 
 
+def _require_device(config: pytest.Config) -> bool:
+    if config.getoption("autotune_require_device"):
+        return True
+    raw = str(config.getini("autotune_require_device")).strip().lower()
+    if raw not in TRUE_WORDS + FALSE_WORDS:
+        raise pytest.UsageError(f"ini option autotune_require_device={raw}: expected true or false")
+    return raw in TRUE_WORDS
+
+
 def _early_stop_default(config: pytest.Config) -> bool:
     if config.getoption("autotune_no_early_stop"):
         return False
@@ -207,7 +222,7 @@ def _resolve_options(config: pytest.Config) -> Options:
                    plots=Path(opt("autotune_plots")) if opt("autotune_plots") else None, devices=devices,
                    defaults=defaults, verbosity=config.get_verbosity(),
                    is_worker=hasattr(config, "workerinput"), incomparable=incomparable,
-                   compile_workers=_compile_workers(config))
+                   compile_workers=_compile_workers(config), require_device=_require_device(config))
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -248,7 +248,10 @@ class Autotune:
         except BackendUnavailable as exc:
             why = f"no usable device for this kernel: {exc}"
             # a gate that checked nothing, or a tune that tuned nothing, says so in the summary, not only with -rs
-            self._row(k.label, "gate" if opts.mode is None else "tune", "no device", message=why)
+            self._row(k.label, "gate" if opts.mode is None else "tune", "no device", message=why,
+                      required=opts.require_device)
+            if opts.require_device:  # a GPU job whose driver broke must not pass green with every kernel skipped
+                raise _failed(f"autotune: {why} (--autotune-require-device)") from None
             raise pytest.skip.Exception(f"autotune: {why}") from None
         except SpecError as exc:
             raise pytest.fail.Exception(f"autotune: kernel {k.label!r}: {exc}") from None

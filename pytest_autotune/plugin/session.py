@@ -32,6 +32,7 @@ class Options:
     is_worker: bool = False
     incomparable: str = "warn"  # warn (pass, loudly) | skip | fail
     compile_workers: int = 1  # compile workers ahead of the device stage (1 = compile inline)
+    require_device: bool = False  # no usable device fails the test (tune and gate) instead of skipping it
 
 
 def eta(done: int, budget: int | None, elapsed: float) -> str:
