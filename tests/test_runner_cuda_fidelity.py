@@ -228,3 +228,41 @@ def test_profile_job_finds_kernels_without_extern_c(tmp_path, monkeypatch):
     assert state.launches == [((782, 1, 1), (128, 1, 1), 40 * KIB)]
     assert state.dynamic_smem_opt_in == [40 * KIB]  # static + dynamic above 48 KiB
     assert json.loads(job.read_text())["default_shared_mem"] == 48 * KIB
+
+
+# -- the device record's versions (issue 25) ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fake_backend", ["cupy"], indirect=True)
+def test_device_record_stores_the_installed_runtime_and_nvrtc_not_cupys_build(fake_backend, monkeypatch):
+    from importlib import metadata
+
+    from pytest_autotune.runners import device
+
+    real_version = metadata.version
+
+    def version(name):
+        if name == "nvidia-cuda-runtime":
+            return "13.0.96"
+        return real_version(name)
+
+    monkeypatch.setattr(metadata, "version", version)
+    name, state, cls = fake_backend
+    info = device.detect_cuda_device_cupy(0)
+    assert info.versions["cuda_runtime"] == "13.0.96"  # the wheel installed here
+    assert info.versions["cuda_runtime_cupy"] == "12.2"  # what the stand-in's runtimeGetVersion says (CuPy's build)
+    assert info.versions["nvrtc"] == "12.9"  # cupy.cuda.nvrtc.getVersion(): what the device stage compiles with
+
+
+def test_installed_runtime_from_the_headers_of_a_toolkit(tmp_path, monkeypatch):
+    from importlib import metadata
+
+    from pytest_autotune.runners import device
+
+    def missing(name):
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "version", missing)
+    (tmp_path / "cuda_runtime_api.h").write_text("#define CUDART_VERSION  13000\n")
+    assert device.installed_cuda_runtime_version(tmp_path) == "13.0"
+    assert device.installed_cuda_runtime_version(tmp_path / "nowhere") is None

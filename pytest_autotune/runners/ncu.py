@@ -131,7 +131,10 @@ def ncu_command(script: str | os.PathLike, job: str | os.PathLike, metrics: Sequ
         raise ValueError(f"launch_count must be >= 1, got {launch_count}")
     cmd = [str(ncu), "--csv", "--page", "details", "--print-units", "base", "--metrics", ",".join(metrics),
            "--kernel-name-base", "function", "--kernel-name", kernel_filter(kernel_name),
-           "--launch-count", str(int(launch_count)), "--target-processes", "all"]
+           "--launch-count", str(int(launch_count)), "--target-processes", "all",
+           # the GPU's clocks as they are: ncu's default locks them to base (a different speed from what the tuner
+           # times with), and locking needs privileges that shared GPU machines do not grant
+           "--clock-control", "none"]
     if log_file is not None:
         cmd += ["--log-file", os.fspath(log_file)]
     cmd += [str(a) for a in extra_args]
