@@ -1330,23 +1330,35 @@ def test_needs_a_gpu():
     pass
 
 
+@pytest.mark.gpu
+def test_skips_itself():
+    pytest.skip("pycuda is not installed")
+
+
 def test_plain():
     pass
 '''
 
 
-@pytest.mark.parametrize("required, outcome", [("", {"skipped": 1, "passed": 1}), ("1", {"failed": 1, "passed": 1})])
+@pytest.mark.parametrize("required, device, outcome, line", [
+    ("", "no CUDA device (test)", {"skipped": 2, "passed": 1}, "*gpu test: no CUDA device (test)*"),
+    ("1", "no CUDA device (test)", {"errors": 2, "passed": 1},
+     "*gpu test: no CUDA device (test) (AUTOTUNE_REQUIRE_GPU=1: a gpu test that cannot run fails)*"),
+    # a device, but the test skips itself (an importorskip, a missing tool): a failure too when required
+    ("1", None, {"failed": 1, "passed": 2},
+     "*pycuda is not installed (AUTOTUNE_REQUIRE_GPU=1: a gpu test that cannot run fails)*"),
+    ("", None, {"skipped": 1, "passed": 2}, "*pycuda is not installed*"),
+], ids=["no-device", "no-device-required", "self-skip-required", "self-skip"])
 def test_gpu_tests_fail_instead_of_skipping_when_a_gpu_is_required(pytester: pytest.Pytester,
-                                                                   monkeypatch: pytest.MonkeyPatch,
-                                                                   required: str, outcome: dict) -> None:
-    """The repository's conftest.py, with the device probe answering 'no device' (as on a broken GPU runner)."""
+                                                                   monkeypatch: pytest.MonkeyPatch, required: str,
+                                                                   device: str | None, outcome: dict,
+                                                                   line: str) -> None:
+    """The repository's conftest.py, with the device probe's answer fixed (no device: as on a broken GPU runner)."""
     conftest = (Path(__file__).resolve().parent.parent / "conftest.py").read_text()
-    pytester.makeconftest(conftest + '\n\ndef cuda_device_reason():\n    return "no CUDA device (test)"\n')
+    pytester.makeconftest(conftest + f'\n\ndef cuda_device_reason():\n    return {device!r}\n')
     pytester.makeini("[pytest]\nmarkers =\n    gpu: needs a CUDA device\n")
     pytester.makepyfile(test_gpu=GPU_MARKED_TEST)
     monkeypatch.setenv("AUTOTUNE_REQUIRE_GPU", required)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rfs")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rfEs")
     result.assert_outcomes(**outcome)
-    line = ("*gpu test: no CUDA device (test) (AUTOTUNE_REQUIRE_GPU=1: a missing or unusable device fails)*" if required
-            else "*gpu test: no CUDA device (test)*")
     result.stdout.fnmatch_lines([line])
