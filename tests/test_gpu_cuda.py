@@ -15,10 +15,10 @@ from time import perf_counter
 import numpy as np
 import pytest
 
-from pytest_autotune.measure import MeasureOptions
+from pytest_autotune.measure.timing import MeasureOptions
 from pytest_autotune.results import FailureKind
 from pytest_autotune.runners import KernelSpec, make_runner
-from pytest_autotune.tuner import compile_ahead_summary, tune
+from pytest_autotune.engine.tuner import compile_ahead_summary, tune
 
 from test_runner_cuda import FAST, _require, vadd_spec
 

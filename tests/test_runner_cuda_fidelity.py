@@ -257,12 +257,12 @@ def test_device_record_stores_the_installed_runtime_and_nvrtc_not_cupys_build(fa
 def test_installed_runtime_from_the_headers_of_a_toolkit(tmp_path, monkeypatch):
     from importlib import metadata
 
-    from pytest_autotune.runners import device
+    from pytest_autotune.runners import cuda_toolkit
 
     def missing(name):
         raise metadata.PackageNotFoundError(name)
 
     monkeypatch.setattr(metadata, "version", missing)
     (tmp_path / "cuda_runtime_api.h").write_text("#define CUDART_VERSION  13000\n")
-    assert device.installed_cuda_runtime_version(tmp_path) == "13.0"
-    assert device.installed_cuda_runtime_version(tmp_path / "nowhere") is None
+    assert cuda_toolkit.installed_cuda_runtime_version(tmp_path) == "13.0"
+    assert cuda_toolkit.installed_cuda_runtime_version(tmp_path / "nowhere") is None

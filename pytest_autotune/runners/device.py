@@ -91,58 +91,6 @@ def format_cuda_version(version: int) -> str:
     return f"{version // 1000}.{(version % 1000) // 10}" if version else "unknown"
 
 
-RUNTIME_DISTRIBUTIONS = ("nvidia-cuda-runtime", "nvidia-cuda-runtime-cu12")  # CUDA 13's wheel, then 12's
-
-
-def installed_cuda_runtime_version(header_dir: str | os.PathLike | None = None) -> str | None:
-    """The CUDA runtime installed here, which CuPy's ``runtimeGetVersion`` does not tell (CuPy 14 reports the
-    runtime it was built with): the ``nvidia-cuda-runtime`` wheel's version (``"13.0.96"``), else
-    ``CUDART_VERSION`` of the runtime headers the kernels compile with (``13000`` -> ``"13.0"``; a toolkit
-    install); None when neither is found."""
-    from importlib import metadata
-
-    for name in RUNTIME_DISTRIBUTIONS:
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    if header_dir is None:
-        try:
-            from .nvrtc import cuda_header_dirs
-
-            header_dir = cuda_header_dirs()[1]
-        except Exception:
-            header_dir = None
-    if header_dir:
-        try:
-            text = (Path(header_dir) / "cuda_runtime_api.h").read_text(errors="replace")
-        except OSError:
-            return None
-        match = re.search(r"#define\s+CUDART_VERSION\s+(\d+)", text)
-        if match:
-            return format_cuda_version(int(match.group(1)))
-    return None
-
-
-def nvrtc_versions(cupy: Any = None) -> dict[str, str]:
-    """NVRTC's version as CuPy loads it (what the device stage compiles with) and as cuda-bindings loads it
-    (the compile stage's, ``--autotune-compile``), where each is present."""
-    out: dict[str, str] = {}
-    if cupy is not None:
-        try:
-            out["nvrtc"] = ".".join(str(v) for v in cupy.cuda.nvrtc.getVersion()[:2])
-        except Exception:
-            pass
-    try:
-        from .nvrtc import nvrtc_unavailable_reason, nvrtc_version
-
-        if nvrtc_unavailable_reason() is None:
-            out["nvrtc_bindings"] = ".".join(map(str, nvrtc_version()))
-    except Exception:
-        pass
-    return out
-
-
 def cpu_model() -> str:
     """CPU model name from /proc/cpuinfo, else :func:`platform.processor`."""
     try:
@@ -272,6 +220,8 @@ def detect_cuda_device_cupy(device_id: int = 0) -> DeviceInfo:
         "max_block_dim_x": block[0], "max_block_dim_y": block[1], "max_block_dim_z": block[2],
         "max_grid_dim_x": grid[0], "max_grid_dim_y": grid[1], "max_grid_dim_z": grid[2],
     }
+    from .cuda_toolkit import installed_cuda_runtime_version, nvrtc_versions
+
     cupy_runtime = format_cuda_version(rt.runtimeGetVersion())
     versions = {
         "driver": format_cuda_version(rt.driverGetVersion()),

@@ -39,6 +39,7 @@ from typing import Any, Mapping, Sequence
 from ..results import FailureKind
 from .compile_pool import CompiledArtefact, artefact_cache_dir
 from .cuda_arch import parse_arch
+from .cuda_toolkit import cuda_header_dirs, find_header_dir  # noqa: F401 - re-exported: where NVRTC's headers are
 from ..errors import BackendUnavailable, InvalidConfiguration
 from .executor import check_kernel_resources, check_launch_limits
 from .kernel import KernelSpec, instantiated_name, launch_geometry, render_source
@@ -147,79 +148,6 @@ def supported_archs() -> tuple[int, ...]:
 
 
 # -- options -----------------------------------------------------------------------------------------
-
-
-# Where the headers lie in NVIDIA's wheels (relative to a ``site-packages``) and in a toolkit, newest layout first:
-# CUDA 13's wheels share one ``nvidia/cu13/include`` (CCCL in its ``cccl/`` subfolder, as in the CUDA 13 toolkit);
-# CUDA 12's have one folder per wheel (``nvidia/cuda_runtime/include``, ``nvidia/cuda_cccl/include``).
-WHEEL_HEADER_LAYOUTS = {
-    "cccl": ("nvidia/cu13/include/cccl", "nvidia/cuda_cccl/include"),
-    "cudart": ("nvidia/cu13/include", "nvidia/cuda_runtime/include"),
-}
-TOOLKIT_HEADER_LAYOUTS = {"cccl": ("include/cccl", "include"), "cudart": ("include",)}
-# What a folder must hold to count: CCCL's libcu++ and the runtime's cuda_fp16.h (the nvidia-cuda-nvrtc 13 wheel
-# puts nvrtc.h alone into nvidia/cu13/include, so the folder's existence proves nothing).
-HEADER_MARKERS = {"cccl": "cuda/std/type_traits", "cudart": "cuda_runtime.h"}
-
-
-def _has_headers(folder: str | os.PathLike | None, kind: str) -> bool:
-    return bool(folder) and (Path(folder) / HEADER_MARKERS[kind]).is_file()
-
-
-def find_header_dir(kind: str, site_dirs: Sequence[str | os.PathLike] = (),
-                    toolkits: Sequence[str | os.PathLike] = ()) -> str | None:
-    """The first folder holding ``kind``'s headers ("cccl" or "cudart"): the wheels' layouts under each of
-    ``site_dirs`` (CUDA 13's, then 12's), then each toolkit root (``include/cccl``, then ``include``)."""
-    for root in site_dirs:
-        for rel in WHEEL_HEADER_LAYOUTS[kind]:
-            if _has_headers(Path(root) / rel, kind):
-                return str(Path(root) / rel)
-    for root in toolkits:
-        for rel in TOOLKIT_HEADER_LAYOUTS[kind]:
-            if _has_headers(Path(root) / rel, kind):
-                return str(Path(root) / rel)
-    return None
-
-
-def _site_dirs() -> list[str]:
-    import site
-    import sys
-
-    dirs = [p for p in sys.path if p and os.path.isdir(os.path.join(p, "nvidia"))]
-    with contextlib.suppress(Exception):
-        dirs += [p for p in site.getsitepackages() + [site.getusersitepackages()] if p not in dirs]
-    return dirs
-
-
-def _toolkit_roots() -> list[str]:
-    roots = [os.environ.get(v) for v in ("CUDA_PATH", "CUDA_HOME")]
-    return [r for r in roots if r] + ["/usr/local/cuda"]
-
-
-@lru_cache(maxsize=1)
-def cuda_header_dirs() -> tuple[str | None, str | None]:
-    """Folders of CCCL (``cuda/std/...``, CUB, Thrust) and of the CUDA runtime headers (``cuda_fp16.h``...).
-
-    Found as CuPy 14 finds the runtime headers (``cuda.pathfinder``, which
-    comes with ``cuda-bindings``), checked to hold the headers; else looked
-    up in both wheel layouts (CUDA 13: ``nvidia/cu13/include`` with CCCL in
-    ``cccl/``; CUDA 12: ``nvidia/cuda_runtime/include``,
-    ``nvidia/cuda_cccl/include``), then in a toolkit (``$CUDA_PATH``,
-    ``$CUDA_HOME``, ``/usr/local/cuda``); None where absent.
-    """
-    found: list[str | None] = []
-    for name in ("cccl", "cudart"):
-        folder = None
-        try:
-            from cuda.pathfinder import find_nvidia_header_directory
-
-            folder = find_nvidia_header_directory(name)
-        except Exception:  # no pathfinder, or an unusable installation: our own search below
-            folder = None
-        if not _has_headers(folder, name):
-            folder = find_header_dir(name, _site_dirs(), _toolkit_roots())
-        found.append(folder)
-    return found[0], found[1]
 
 
 def cupy_options(spec: KernelSpec, arch: int | str) -> tuple[str, ...]:
