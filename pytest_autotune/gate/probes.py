@@ -1,38 +1,40 @@
-"""Machine probes: is the machine running the gate the one the lock was measured on?
+"""Machine probes: how much slower or faster is the machine running the gate than the lock's?
 
-When a kernel's source is unchanged, the gate's only signal is the absolute
-comparison with the locked samples, and that confounds a regression with a
-different machine: cloud machines of one nominal model differ by tens of
-percent. So every lock entry written on a CPU records two small probes,
-measured in the same session as its samples, and the gate measures them again:
+When a kernel's source is unchanged, the gate's only signal is the comparison
+with the locked samples, and that confounds a regression with a different
+(or busier) machine. So every lock entry records two small probes, measured in
+the same session as its samples, and the gate measures them again:
 
-* ``bandwidth_gbs``: a STREAM-style triad over three 16 MiB arrays (well
-  beyond the per-core caches): what a memory-bound kernel feels;
-* ``compute_gflops``: eight independent multiply-add chains on registers:
-  what a compute-bound kernel feels (clock, turbo, neighbours on the core).
+* ``bandwidth_gbs``: a STREAM-style triad over three arrays sized to the
+  kernel's footprint (its arguments' bytes): what a memory-bound kernel feels;
+* ``compute_gflops``: eight independent multiply-add chains on registers,
+  their length set so one run lasts about as long as the kernel: what a
+  compute-bound kernel feels (clock, turbo, neighbours on the core).
 
 Both run through the C runner itself (same compiler, flags, timing), so they
-see the machine the way the tuned kernels do. Each reports its *best* run:
-preemption and a passing burst only ever add time, so the fastest of many
-runs is what the machine can do, and it is far steadier than a median on a
-shared host (a sustained neighbour on a sibling core still shows). When a probe differs from the
-lock's by more than the gate's tolerance, an absolute comparison says
-nothing about the kernel, and the gate reports "not comparable" instead of a
-verdict. Probes exist for CPU devices (the C and callable runners); GPU
-runners record none yet (a device-side copy/FMA probe needs a GPU to
-validate), and their gate works as before.
+see the machine the way the tuned kernels do. Every run's time is kept, so
+the gate can bound, with a bootstrap (:func:`scipy.stats.bootstrap`), how
+much of a kernel's slowdown the machine explains: a *correction* of the
+verdict (:mod:`.verdict`), never a veto. Probes exist for CPU devices (the C
+and callable runners); GPU runners record none yet.
 """
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
-from typing import Any, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-PROBE_VERSION = "c-triad-fma-best-1"
-TRIAD_N = 1 << 22  # floats per array: 16 MiB each, 48 MiB moved per run
-FMA_ITERATIONS = 1 << 20  # per chain; 8 chains x 2 flops
+PROBE_VERSION = "c-triad-fma-samples-2"
+TRIAD_N = 1 << 22  # floats per array when the footprint is unknown: 16 MiB each
+TRIAD_N_RANGE = (1 << 14, 1 << 23)
+FMA_ITERATIONS = 1 << 20  # per chain when the kernel's duration is unknown; 8 chains x 2 flops
+FMA_ITERATIONS_RANGE = (1 << 12, 1 << 24)
+FMA_NS_PER_ITERATION = 1.0  # about, on a 3 GHz core: sizes the chain to the kernel's duration
+CONFIDENCE = 0.98  # two-sided: each bound is a 99 % one-sided bound
+N_RESAMPLES = 2000
+QUANTILE = 25  # the probes' lower quartile: the gate judges the kernel on the faster half of its samples too
 
 PROBE_SOURCE = r"""
 void triad(float *a, const float *b, const float *c, float s, int n) {
@@ -55,7 +57,20 @@ PROBES = ("bandwidth_gbs", "compute_gflops")
 PROBE_NAMES = {"bandwidth_gbs": "memory bandwidth", "compute_gflops": "compute throughput"}
 
 
-def _best_ms(source: str, name: str, args: list[Any]) -> float:
+def _pow2_clamp(x: float, lo: int, hi: int) -> int:
+    return int(min(hi, max(lo, 1 << max(0, int(round(np.log2(max(x, 1.0))))))))
+
+
+def probe_sizes(footprint_bytes: int | None = None, duration_ms: float | None = None) -> dict[str, int]:
+    """The probes' sizes for a kernel: the triad moves about the kernel's footprint, the chain lasts
+    about as long as the kernel (powers of two, so that nearby kernels share one cached probe)."""
+    triad_n = _pow2_clamp(footprint_bytes / 12.0, *TRIAD_N_RANGE) if footprint_bytes else TRIAD_N
+    fma = (_pow2_clamp(duration_ms * 1e6 / FMA_NS_PER_ITERATION, *FMA_ITERATIONS_RANGE)
+           if duration_ms and duration_ms > 0 else FMA_ITERATIONS)
+    return {"triad_n": triad_n, "fma_iterations": fma}
+
+
+def _samples_ms(source: str, name: str, args: list[Any]) -> list[float]:
     from ..measure.timing import MeasureOptions
     from ..runners import KernelSpec, make_runner
 
@@ -68,51 +83,112 @@ def _best_ms(source: str, name: str, args: list[Any]) -> float:
         runner.close()
     if not m.ok:
         raise RuntimeError(f"machine probe {name!r} failed ({m.failure}): {m.detail[:500]}")
-    return float(np.min(m.samples))
+    return [float(x) for x in m.samples]
 
 
-def measure_cpu_probes() -> dict[str, Any]:
-    """Measure both probes now (about a second)."""
-    a, b, c = (np.full(TRIAD_N, v, dtype=np.float32) for v in (0.0, 1.0, 2.0))
-    triad_ms = _best_ms(PROBE_SOURCE, "triad", [a, b, c, np.float32(0.5), np.int32(TRIAD_N)])
-    chains = np.ones(8, dtype=np.float32)
-    fma_ms = _best_ms(PROBE_SOURCE, "fma_chains", [chains, np.int32(FMA_ITERATIONS)])
+def measure_cpu_probes(triad_n: int = TRIAD_N, fma_iterations: int = FMA_ITERATIONS) -> dict[str, Any]:
+    """Measure both probes now (well under a second at the default sizes), keeping every run's time."""
+    a, b, c = (np.full(triad_n, v, dtype=np.float32) for v in (0.0, 1.0, 2.0))
+    triad = _samples_ms(PROBE_SOURCE, "triad", [a, b, c, np.float32(0.5), np.int32(triad_n)])
+    fma = _samples_ms(PROBE_SOURCE, "fma_chains", [np.ones(8, dtype=np.float32), np.int32(fma_iterations)])
+    return _summarise(triad_n, fma_iterations, {"bandwidth_gbs": triad, "compute_gflops": fma})
+
+
+def _summarise(triad_n: int, fma_iterations: int, samples: Mapping[str, Sequence[float]]) -> dict[str, Any]:
+    work = {"bandwidth_gbs": 3 * 4 * triad_n, "compute_gflops": 8 * 2 * fma_iterations}  # bytes, flops
     return {
-        "probe": PROBE_VERSION,
-        "bandwidth_gbs": round(3 * 4 * TRIAD_N / (triad_ms * 1e-3) / 1e9, 3),
-        "compute_gflops": round(8 * 2 * FMA_ITERATIONS / (fma_ms * 1e-3) / 1e9, 3),
+        "probe": PROBE_VERSION, "triad_n": triad_n, "fma_iterations": fma_iterations,
+        **{name: round(work[name] / (float(np.median(samples[name])) * 1e-3) / 1e9, 3) for name in PROBES},
+        "samples_ms": {name: [float(f"{x:.5g}") for x in samples[name]] for name in PROBES},
     }
 
 
-@functools.lru_cache(maxsize=1)
-def cpu_probes() -> dict[str, Any]:
-    """This process's probes, measured once (a session gates many kernels on one machine)."""
-    return measure_cpu_probes()
+def pool_probes(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Probe runs of one size, measured round by round beside the kernel, as one record."""
+    runs = [r for r in runs if r]
+    if not runs:
+        return None
+    first = runs[0]
+    return _summarise(first["triad_n"], first["fma_iterations"],
+                      {name: [x for r in runs for x in r["samples_ms"][name]] for name in PROBES})
 
 
-def probes_for(device_kind: str) -> dict[str, Any] | None:
-    """Probes of the machine a runner of this device kind runs on; ``None`` where none are defined."""
+@functools.lru_cache(maxsize=8)
+def cpu_probes(triad_n: int = TRIAD_N, fma_iterations: int = FMA_ITERATIONS) -> dict[str, Any]:
+    """This process's probes of one size, measured once (a tuning session records many kernels)."""
+    return measure_cpu_probes(triad_n, fma_iterations)
+
+
+def probes_for(device_kind: str, sizes: Mapping[str, int] | None = None, *, fresh: bool = False
+               ) -> dict[str, Any] | None:
+    """Probes of the machine a runner of this device kind runs on; ``None`` where none are defined.
+    ``fresh`` measures again (the gate pairs probe runs with the kernel's confirmation rounds)."""
     if device_kind not in ("cpu", "triton-interpreter"):  # Triton's interpreter runs on this CPU
         return None
+    size = dict(sizes or probe_sizes())
     try:
-        return cpu_probes()
-    except Exception:  # no compiler: the gate falls back to the absolute comparison alone
+        return measure_cpu_probes(**size) if fresh else cpu_probes(**size)
+    except Exception:  # no compiler: the gate falls back to the comparison with the lock alone
         return None
+
+
+def _time_ratio_bounds(then: Sequence[float], now: Sequence[float]) -> tuple[float, float]:
+    """Bounds on (probe time now) / (probe time then), the ratio of lower quartiles, by a percentile bootstrap.
+    With one sample a side (an entry of an older probe), the point ratio is both bounds."""
+    from scipy.stats import bootstrap
+
+    a, b = np.asarray(then, dtype=float), np.asarray(now, dtype=float)
+    point = float(np.percentile(b, QUANTILE) / np.percentile(a, QUANTILE))
+    if a.size < 3 or b.size < 3:
+        return point, point
+    res = bootstrap((a, b), lambda x, y, axis: np.percentile(y, QUANTILE, axis=axis) / np.percentile(x, QUANTILE, axis=axis),
+                    n_resamples=N_RESAMPLES, confidence_level=CONFIDENCE, method="percentile",
+                    vectorized=True, random_state=np.random.default_rng(0))
+    lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    return min(lo, point), max(hi, point)
 
 
 @dataclass(frozen=True)
 class MachineComparison:
-    """How this machine's probes compare with those recorded in a lock entry."""
+    """This machine's probes against those recorded with a lock entry.
 
-    changes: dict[str, float]  # probe -> relative change in percent (this machine vs the lock's)
+    ``changes``: probe -> change of the probe's *speed* in percent (point estimate, -18 = 18 % slower);
+    ``time_ratio``: probe -> (low, high) bounds on how many times longer the probe takes here.
+    """
+
+    changes: dict[str, float]
     tolerance_pct: float
+    time_ratio: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     @property
     def comparable(self) -> bool:
         return all(abs(c) <= self.tolerance_pct for c in self.changes.values())
 
+    def _bound(self, slower: bool) -> tuple[str, float]:
+        ratios = self.time_ratio or {k: (1 / (1 + c / 100),) * 2 for k, c in self.changes.items()}
+        if slower:
+            return max(((k, hi) for k, (_, hi) in ratios.items()), key=lambda kv: kv[1])
+        return min(((k, lo) for k, (lo, _) in ratios.items()), key=lambda kv: kv[1])
+
+    @property
+    def slowdown(self) -> float:
+        """The most this machine explains of a slower kernel, as a time factor (>= 1)."""
+        return max(1.0, self._bound(True)[1])
+
+    @property
+    def speedup(self) -> float:
+        """The most this machine explains of a faster kernel, as a time factor (<= 1)."""
+        return min(1.0, self._bound(False)[1])
+
+    def explains(self, slower: bool = True) -> str:
+        """``the machine explains at most +18% (memory bandwidth, 99% bound over 40 probe runs)``."""
+        name, ratio = self._bound(slower)
+        ratio = max(1.0, ratio) if slower else min(1.0, ratio)
+        return (f"the machine explains at most {(ratio - 1) * 100:+.0f}% ({PROBE_NAMES.get(name, name)} probe, "
+                f"{(1 - (1 - CONFIDENCE) / 2):.0%} bound{'' if self.time_ratio else ', single values'})")
+
     def describe(self) -> str:
-        """``this machine's memory bandwidth is 31% lower than the lock's``, for the worst probe."""
+        """``this machine's memory bandwidth is 31% lower than the lock's machine's``, for the worst probe."""
         name, change = max(self.changes.items(), key=lambda kv: abs(kv[1]))
         return (f"this machine's {PROBE_NAMES.get(name, name)} is {abs(change):.0f}% "
                 f"{'lower' if change < 0 else 'higher'} than the lock's machine's")
@@ -120,9 +196,14 @@ class MachineComparison:
 
 def compare_machines(locked: Mapping[str, Any] | None, current: Mapping[str, Any] | None,
                      tolerance: float) -> MachineComparison | None:
-    """``None`` when either side has no probes (or they were measured by another probe version)."""
+    """``None`` when either side has no probes, or probes of another version or size."""
     if not locked or not current or locked.get("probe") != current.get("probe"):
+        return None
+    if any(locked.get(k) != current.get(k) for k in ("triad_n", "fma_iterations")):
         return None
     changes = {name: (float(current[name]) / float(locked[name]) - 1.0) * 100.0
                for name in PROBES if locked.get(name) and current.get(name)}
-    return MachineComparison(changes, tolerance * 100.0) if changes else None
+    then, now = locked.get("samples_ms") or {}, current.get("samples_ms") or {}
+    ratios = {name: _time_ratio_bounds(then[name], now[name]) for name in changes if then.get(name) and now.get(name)}
+    return MachineComparison(changes, tolerance * 100.0, ratios if len(ratios) == len(changes) else {}) \
+        if changes else None

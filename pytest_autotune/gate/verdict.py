@@ -9,9 +9,11 @@ Two ways to decide, by what changed since the lock:
   to the lock's; the comparison with the locked samples is reported beside it.
 * **the source is unchanged**: :func:`run_gate` compares fresh samples with
   the locked ones. A suspected regression must persist in fresh rounds
-  before it fails (a preemption burst does not), and when this machine's
-  probes (:mod:`.probes`) differ from the lock's beyond the tolerance, a
-  "slower" verdict becomes "incomparable": a different machine, not a regression.
+  before it fails (a preemption burst does not). This machine's probes
+  (:mod:`.probes`), measured round by round beside those rounds, bound how
+  much of the change the machine explains; the verdict is judged beyond
+  that bound. A machine difference corrects the verdict, it never vetoes it:
+  "not comparable" is left only for a change the machine could explain.
 
 Kept free of pytest so the decision can be tested (and reused) on its own:
 the plugin turns a :class:`GateOutcome` into ``pytest.fail`` or a summary row.
@@ -22,11 +24,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-import numpy as np
 
 from ..lock.problem import problem_change
 from ..measure.timing import Comparison, compare_samples
-from .probes import MachineComparison
+from .probes import MachineComparison, compare_machines, pool_probes
 from ..results import Measurement
 
 AB_ROUNDS = 3  # interleaved rounds of locked and current source
@@ -103,16 +104,25 @@ def retune_command(nodeid: str) -> str:
     return f"pytest --autotune {nodeid}"
 
 
-def regression_message(kernel: str, nodeid: str, entry: Mapping[str, Any], cmp: Comparison) -> str:
-    """Reads like pytest-benchmark's comparison failure: what, how much, how sure, what to do."""
-    return "\n".join([
+def regression_message(kernel: str, nodeid: str, entry: Mapping[str, Any], cmp: Comparison,
+                       machine: "MachineComparison | None" = None, corrected: Comparison | None = None) -> str:
+    """Reads like pytest-benchmark's comparison failure: what, how much, how sure, what to do. With the
+    machine's share bounded by the probes, both numbers: the change and what the machine explains of it."""
+    lines = [
         f"autotune regression: kernel {kernel!r} in {nodeid} got slower than its lock allows",
         f"  locked median {cmp.locked_median:.6g} ms (n={cmp.n_locked})  ->  now {cmp.new_median:.6g} ms "
         f"(n={cmp.n_new}): {cmp.change_pct:+.1f}%",
-        f"  tolerance {cmp.tolerance_pct:.3g}%, Mann-Whitney U one-sided p = {cmp.p_value:.3g} (alpha {cmp.alpha:g})",
+    ]
+    if machine is not None and corrected is not None:
+        lines.append(f"  {cmp.change_pct:+.0f}% against the lock; {machine.explains()}: "
+                     f"{corrected.change_pct:+.0f}% beyond it")
+    shown = corrected if corrected is not None else cmp
+    lines += [
+        f"  tolerance {shown.tolerance_pct:.3g}%, Mann-Whitney U one-sided p = {shown.p_value:.3g} (alpha {shown.alpha:g})",
         f"  locked params: {dict(entry['params'])}",
         f"  if the slowdown is expected, re-tune with: {retune_command(nodeid)}",
-    ])
+    ]
+    return "\n".join(lines)
 
 
 def _samples(m: Measurement) -> list[float]:
@@ -126,85 +136,95 @@ def _broken(kernel: str, nodeid: str, entry: Mapping[str, Any], measurement: Mea
                        f"  locked params: {dict(entry['params'])}\n  re-tune with: {retune_command(nodeid)}")
 
 
-def _faster_message(kernel: str, nodeid: str, cmp: Comparison, against: str = "locked") -> str:
-    return (f"kernel {kernel!r} is {-cmp.change_pct:.1f}% faster than {against} (p = {cmp.p_value:.3g}); "
+def _faster_message(kernel: str, nodeid: str, cmp: Comparison, against: str = "locked", extra: str = "") -> str:
+    return (f"kernel {kernel!r} is {-cmp.change_pct:.1f}% faster than {against} (p = {cmp.p_value:.3g}){extra}; "
             f"consider updating the lock: {retune_command(nodeid)}")
+
+
+Probe = Callable[[], "Mapping[str, Any] | None"]
 
 
 def run_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measurement: Measurement, tolerance: float,
              alpha: float, measure_runner_up: Callable[[Mapping[str, Any]], Measurement] | None = None, *,
              remeasure: Measure | None = None,
              machine: MachineComparison | Callable[[], MachineComparison | None] | None = None,
-             confirm_rounds: int = CONFIRM_ROUNDS, pause_s: float = CONFIRM_PAUSE_S,
-             reference: Callable[[Mapping[str, Any]], Measurement] | None = None) -> GateOutcome:
-    """Compare a fresh measurement of the locked winner with the lock.
+             probe: Probe | None = None,
+             confirm_rounds: int = CONFIRM_ROUNDS, pause_s: float = CONFIRM_PAUSE_S) -> GateOutcome:
+    """Compare a fresh measurement of the locked winner with the lock, corrected by the machine.
 
     ``tolerance`` is a fraction (0.10 = 10 %). With ``remeasure``, a
     suspected regression is measured again ``confirm_rounds`` times, each
-    after a pause of ``pause_s``, and fails only when those fresh samples
-    alone are slower too. ``machine``
-    (this machine's probes against the lock's) turns a "slower" verdict into
-    ``incomparable`` when the machines differ beyond the tolerance; given as a
-    callable, it is asked only then (probing the machine takes about a
-    second, wasted on the usual passing run). ``reference`` measures the
-    lock's first runner-up on this machine: given only when nothing the
-    kernel's speed depends on changed since the lock (source, options,
-    problem, toolchain versions), it turns a slowdown that the runner-up
-    shares into ``incomparable`` (:func:`shared_slowdown`). With
-    ``measure_runner_up`` the recorded runners-up are re-timed too, and any
-    that now beats the winner significantly marks the lock stale.
+    after a pause of ``pause_s``, and is judged on those fresh samples.
+    ``probe`` measures this machine's probes once (same sizes as the
+    entry's ``machine`` record); it runs round by round beside those
+    confirmations, so the probes see the conditions the kernel saw. The
+    probes bound how much slower (or faster) this machine is than the lock's
+    (:class:`MachineComparison`), and the verdict is judged *beyond* that
+    bound: a slowdown still beyond the tolerance, and significant, once the
+    machine's most is taken off, is a regression naming both numbers; one the
+    machine could explain is ``incomparable``. ``machine`` gives the
+    comparison directly instead (a callable is asked only when needed). Without
+    either, the comparison with the lock decides alone.
+
+    With ``measure_runner_up`` the recorded runners-up are re-timed; one that
+    now beats the winner significantly marks the ranking stale (a re-tune is
+    due). It never excuses a slowdown: a slowdown the winner and its
+    runner-up share is what a toolchain, header, flag or environment
+    regression looks like, since it hits every configuration of the kernel.
     """
     if not measurement.ok:
         return _broken(kernel, nodeid, entry, measurement)
     new_samples: Sequence[float] = _samples(measurement)
-    cmp = compare_samples(entry["samples"], new_samples, tolerance * 100.0, alpha)
+    locked_used, new_used = list(entry["samples"]), list(new_samples)
+    cmp = compare_samples(locked_used, new_used, tolerance * 100.0, alpha)
     outcome = GateOutcome("pass", cmp, measurement, absolute=cmp)
+    probe_runs: list[Mapping[str, Any]] = []
     if cmp.slower and remeasure is not None and confirm_rounds > 0:
         fresh: list[float] = []
         for _ in range(confirm_rounds):
             time.sleep(pause_s)
+            if probe is not None:
+                probe_runs.append(probe() or {})
             again = remeasure()
             if not again.ok:
                 return _broken(kernel, nodeid, entry, again)
             fresh.extend(_samples(again))
         # the faster half of each, as in the A/B: load only ever adds time, and the confirmation decides
-        confirmed = compare_samples(faster_half(entry["samples"]), faster_half(fresh), tolerance * 100.0, alpha)
+        # (the verdict is judged on these; the message keeps the lock's median and the first measurement's)
+        locked_used, new_used = faster_half(entry["samples"]), faster_half(fresh)
+        confirmed = compare_samples(locked_used, new_used, tolerance * 100.0, alpha)
         if not confirmed.slower:
             outcome.notes.append(f"a suspected regression ({cmp.change_pct:+.1f}%) did not persist in "
                                  f"{confirm_rounds} fresh rounds ({confirmed.change_pct:+.1f}%)")
             cmp = outcome.comparison = outcome.absolute = confirmed
-    if cmp.slower and callable(machine):
+    if (cmp.slower or cmp.faster) and machine is None and probe is not None:
+        if not probe_runs:
+            probe_runs.append(probe() or {})
+        machine = compare_machines(entry.get("machine"), pool_probes(probe_runs), tolerance)
+    elif (cmp.slower or cmp.faster) and callable(machine):
         machine = machine()
-    outcome.machine = machine if isinstance(machine, MachineComparison) else None
-    other_machine = isinstance(machine, MachineComparison) and not machine.comparable
-    shared = None
-    if cmp.slower and not other_machine and reference is not None and remeasure is not None:
-        shared = shared_slowdown(entry, remeasure, reference, tolerance, alpha, pause_s)
-        if shared is not None and not shared.persisted:
-            # timed once more beside its runner-up, the winner is within its lock: a passing slowdown
-            outcome.notes.append(f"a suspected regression ({cmp.change_pct:+.1f}%) did not persist when timed "
-                                 f"beside its runner-up ({shared.winner.change_pct:+.1f}%)")
-            cmp = outcome.comparison = shared.winner
-            shared = None
-    if cmp.slower and other_machine:
-        assert isinstance(machine, MachineComparison)
-        # Only a verdict of "slower" is withheld: a pass or "faster" on another machine says as much as
-        # it says on the lock's (bench_gate_robust: this VM's bandwidth probe alone varies by -20..+38 %).
-        outcome.verdict = "incomparable"
-        outcome.message = _incomparable_message(kernel, nodeid, cmp, f"{machine.describe()} (probes "
-                                                f"{_fmt_changes(machine)})")
-    elif cmp.slower and shared is not None and shared.shared:
-        outcome.verdict = "incomparable"
-        outcome.message = _incomparable_message(kernel, nodeid, cmp, shared.describe())
-        outcome.notes.append(shared.describe())
-    elif cmp.slower:
-        if shared is not None:
-            outcome.notes.append(shared.describe())
-        outcome.verdict = "slower"
-        outcome.message = regression_message(kernel, nodeid, entry, cmp)
+    mc = machine if isinstance(machine, MachineComparison) else None
+    outcome.machine = mc
+    if cmp.slower:
+        corrected = None
+        if mc is not None:
+            # the fresh samples with the machine's most taken off: what is left is the kernel's own
+            corrected = compare_samples(locked_used, [x / mc.slowdown for x in new_used], tolerance * 100.0, alpha)
+        if corrected is not None and not corrected.slower:
+            outcome.verdict = "incomparable"
+            outcome.message = _incomparable_message(kernel, nodeid, cmp, mc)  # type: ignore[arg-type]
+        else:
+            outcome.verdict = "slower"
+            outcome.message = regression_message(kernel, nodeid, entry, cmp, mc, corrected)
     elif cmp.faster:
-        outcome.verdict = "faster"
-        outcome.message = _faster_message(kernel, nodeid, cmp)
+        if mc is not None and not compare_samples(locked_used, [x / mc.speedup for x in new_used],
+                                                  tolerance * 100.0, alpha).faster:
+            outcome.notes.append(f"{-cmp.change_pct:.1f}% faster than locked, which the machine could explain "
+                                 f"({mc.explains(slower=False)})")
+        else:
+            outcome.verdict = "faster"
+            outcome.message = _faster_message(
+                kernel, nodeid, cmp, extra=f"; {mc.explains(slower=False)}" if mc is not None else "")
     if measure_runner_up is not None:
         for up in entry.get("runners_up", []) or []:
             m = measure_runner_up(up["params"])
@@ -215,76 +235,18 @@ def run_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measurement: Me
             if rival.faster:
                 outcome.stale_ranking.append({"params": dict(up["params"]), "median": rival.new_median,
                                               "change_pct": rival.change_pct, "p_value": rival.p_value})
+        if outcome.stale_ranking:
+            outcome.notes.append(f"the winner lost its rank: runner-up {outcome.stale_ranking[0]['params']} now "
+                                 f"beats it ({outcome.stale_ranking[0]['change_pct']:+.0f}%); re-tune: "
+                                 f"{retune_command(nodeid)}")
     return outcome
 
 
-def _incomparable_message(kernel: str, nodeid: str, cmp: Comparison, why: str) -> str:
-    return (f"autotune: kernel {kernel!r} in {nodeid} not comparable with its lock: {why}; against the locked "
-            f"samples {cmp.change_pct:+.1f}%, which says nothing about the kernel here. Gate on a machine like the "
+def _incomparable_message(kernel: str, nodeid: str, cmp: Comparison, machine: MachineComparison) -> str:
+    return (f"autotune: kernel {kernel!r} in {nodeid} not comparable with its lock: {cmp.change_pct:+.1f}% against "
+            f"the locked samples, and {machine.explains()}; {machine.describe()} (probes {_fmt_changes(machine)}). "
+            "Beyond the machine the kernel is within its tolerance. Gate on a machine like the "
             "lock's, or add a lockfile for this one (the pytest_autotune_lockfile_name hook)")
-
-
-@dataclass(frozen=True)
-class SharedSlowdown:
-    """The locked winner and its runner-up, timed side by side now, against their ratio in the lock."""
-
-    winner_pct: float  # the winner now against its locked samples
-    runner_up_pct: float  # the runner-up now against its locked samples
-    relative_pct: float  # the winner's time relative to the runner-up's, now against then
-    tolerance_pct: float
-    corrected: Comparison  # the gate's test on the winner's samples corrected by the runner-up's slowdown
-    winner: Comparison  # the gate's test on the winner's samples of this block, uncorrected
-
-    @property
-    def persisted(self) -> bool:
-        """The winner is still slower than its lock in this block (else the slowdown was a passing one)."""
-        return self.winner.slower
-
-    @property
-    def shared(self) -> bool:
-        """Both slowed alike: the conditions (machine, load), not this configuration."""
-        return not self.corrected.slower
-
-    def describe(self) -> str:
-        if self.shared:
-            return (f"the runner-up is slower here too ({self.runner_up_pct:+.0f}%, the winner "
-                    f"{self.winner_pct:+.0f}%, timed side by side): this machine or its load, not the kernel")
-        return (f"the winner slowed relative to its runner-up ({self.relative_pct:+.0f}%; runner-up "
-                f"{self.runner_up_pct:+.0f}%, winner {self.winner_pct:+.0f}%, timed side by side)")
-
-
-def shared_slowdown(entry: Mapping[str, Any], measure_winner: Measure,
-                    measure_params: Callable[[Mapping[str, Any]], Measurement],
-                    tolerance: float, alpha: float, pause_s: float = CONFIRM_PAUSE_S) -> SharedSlowdown | None:
-    """Is a slowdown of an unchanged kernel shared by its runner-up? ``None`` when it cannot be told.
-
-    With nothing the kernel depends on changed since the lock, a slower winner means slower conditions
-    (another machine, a neighbour on the memory bus) unless the winner slowed *relative to* another
-    configuration of the same kernel measured in the same session. The lock keeps the runner-up's
-    samples from the tuning session; timing both now, interleaved in one worker, compares like with
-    like. (A toolchain update can slow every configuration alike: the caller passes a reference only
-    when the recorded versions are unchanged.)
-    """
-    ups = [u for u in entry.get("runners_up") or [] if u.get("samples")]
-    if not ups or not entry.get("samples"):
-        return None
-    time.sleep(pause_s)
-    up = dict(ups[0]["params"])
-    w, r, failed_w, failed_r = interleaved(measure_winner, lambda: measure_params(up), AB_ROUNDS)
-    if failed_w is not None or failed_r is not None or not w or not r:
-        return None
-    med = lambda xs: float(np.median(faster_half(xs)))  # noqa: E731
-    w_now, r_now = med(w), med(r)
-    w_then, r_then = med(entry["samples"]), med(ups[0]["samples"])
-    relative = (w_now / r_now) / (w_then / r_then) - 1.0
-    # The winner's samples of now, scaled by how much the runner-up slowed, against the locked ones, with
-    # the gate's own test: "slower relative to the runner-up" must be beyond the tolerance and significant
-    # (a 7-sample runner-up of a 6 ms memory-bound kernel reads +-10 % by itself).
-    corrected = compare_samples(faster_half(entry["samples"]), [x * r_then / r_now for x in faster_half(w)],
-                                tolerance * 100.0, alpha)
-    winner = compare_samples(faster_half(entry["samples"]), faster_half(w), tolerance * 100.0, alpha)
-    return SharedSlowdown((w_now / w_then - 1) * 100.0, (r_now / r_then - 1) * 100.0, relative * 100.0,
-                          tolerance * 100.0, corrected, winner)
 
 
 def _fmt_changes(machine: MachineComparison) -> str:
