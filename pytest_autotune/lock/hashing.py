@@ -89,10 +89,15 @@ def hash_source(text: str | bytes) -> str:
     return _digest("source", data)
 
 
-def kernel_source_hash(code: str, kernel_name: str, compiler_options: Sequence[str] = ()) -> str:
+def kernel_source_hash(code: str, kernel_name: str, compiler_options: Sequence[str] = (),
+                       headers: Mapping[str, str] | None = None) -> str:
     """The ``hashes.source`` of a source kernel (``autotune.kernel``): its code, the kernel it
-    launches and the compiler options, since each of them can change the best configuration."""
-    return hash_source(code + "\n#kernel " + kernel_name + "\n" + "\n".join(compiler_options))
+    launches, the compiler options and the local headers it includes (name and text), since each of
+    them can change the best configuration. Without headers the hash is what it always was."""
+    text = code + "\n#kernel " + kernel_name + "\n" + "\n".join(compiler_options)
+    for name, header in sorted((headers or {}).items()):
+        text += f"\n#header {name}\n" + _normalize_newlines(header)
+    return hash_source(text)
 
 
 # --------------------------------------------------------------------------- callables

@@ -29,6 +29,7 @@ from typing import Any, Callable, Mapping, Sequence, Union
 import numpy as np
 
 from ..errors import InvalidConfiguration, SpecError
+from .includes import headers_digest, include_dirs, local_headers
 
 Number = Union[int, float]
 Expr = Union[str, int]
@@ -474,7 +475,16 @@ def render_source(spec: KernelSpec, params: Mapping[str, Any]) -> str:
     filename = spec.source_file.name if spec.source_file else f"kernel{_default_suffix(spec.lang)}"
     lines.append(f'#line 1 "{filename}"')
     code = spec.code if spec.code.endswith("\n") else spec.code + "\n"
-    return "\n".join(lines) + "\n" + code
+    # the local headers' digests at the end (line numbers stay): every build cache keys on this text
+    tail = headers_digest(spec_headers(spec))
+    return "\n".join(lines) + "\n" + code + (tail + "\n" if tail else "")
+
+
+def spec_headers(spec: KernelSpec) -> dict[str, str]:
+    """The local headers the kernel's source reaches (see :mod:`.includes`)."""
+    if '#' not in spec.code or 'include' not in spec.code:
+        return {}
+    return local_headers(spec.code, include_dirs(spec.source_file, spec.compiler_options))
 
 
 def _default_suffix(lang: str | None) -> str:
