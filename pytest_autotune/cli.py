@@ -272,13 +272,21 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_prune(args: argparse.Namespace, out: TextIO) -> int:
-    from .plugin.prune import PruneError, collect, find_orphans, orphaned_sources, prune
+    from .plugin.prune import PruneError, collect, find_orphans, find_renames, orphaned_sources, prune, rekey
 
     try:
         found = collect(args.pytest_args)
         orphans = find_orphans(found)
     except PruneError as exc:
         raise _UsageError(str(exc)) from None
+    renames = find_renames(found, orphans)  # a renamed test keeps its kernel's entry, under its new id
+    moved = {(r.lockfile, r.key) for r in renames}
+    for r in renames:
+        out.write(f"{'would re-key' if args.dry_run else 're-keyed'} {r.key} -> {r.new_key}  ({r.lockfile}: "
+                  "same kernel and search space)\n")
+    if renames and not args.dry_run:
+        rekey(renames)
+    orphans = [o for o in orphans if (o.lockfile, o.key) not in moved]
     sources = orphaned_sources(found.lockdir, orphans)  # type: ignore[arg-type]
     if not orphans and not sources:
         out.write("pytest-autotune prune: every lock entry belongs to a collected test; nothing to remove\n")

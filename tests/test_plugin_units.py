@@ -20,7 +20,7 @@ from pytest_autotune.gate.verdict import retune_command, run_gate
 from pytest_autotune.plugin.marker import MARKER_ARGS, MarkerError, parse_marker
 from pytest_autotune.measure.timing import MeasureOptions
 from pytest_autotune.plugin import _budget_default
-from pytest_autotune.plugin.report import (COLUMNS, cut_note_lines, failure_lines, format_table, lockfile_lines,
+from pytest_autotune.plugin.report import (COLUMNS, table_rows, cut_note_lines, failure_lines, format_table, lockfile_lines,
                                     not_gated_line, not_tuned_line, write_json_report, write_plots)
 from pytest_autotune.results import FailureKind, Measurement
 from pytest_autotune.plugin.scratch import ScratchCache
@@ -335,7 +335,10 @@ def test_summary_table_fits_the_terminal_width(width: int) -> None:
     regression = lines[2]
     assert "…" in regression  # the winner column is cut with an ellipsis
     assert "REGRESSION" in regression and "+23.0%" in regression  # the verdict columns are never cut
-    assert lines[2].startswith("…") and "name[param-1]::k  gate" in lines[2]  # test ids keep their end
+    if width > 80:  # room for the test name: the node id is cut in its file path, the test name kept whole
+        assert "…" in lines[2].split("::")[0] and "::test_with_a_long_name[param-1]::k  gate" in lines[2]
+    else:
+        assert "name[param-1]::k  gate" in lines[2]  # no room: the end is kept
     wide = format_table(rows, width=1000)
     assert "P9=1009" in wide[2] and "…" not in "".join(wide)
 
@@ -426,3 +429,25 @@ def test_progress_is_quiet_with_q_and_on_xdist_workers(verbosity: int, worker: b
                       verbosity=verbosity, is_worker=worker)
     state = SessionState(options, write_line=print)
     assert (state.progress("k", 3).write_line is not None) == shown
+
+
+def test_at_80_columns_a_node_id_is_cut_in_its_middle_never_in_the_test_name() -> None:
+    """Issue 27: three tests ending in ``_matmul`` must not all read ``…_matmul::matmul`` in a CI log."""
+    tests = ["tests/test_cpu_kernels.py::test_blocked_matmul", "tests/test_cpu_kernels.py::test_naive_matmul",
+             "tests/gpu/test_gpu_kernels.py::test_tiled_matmul"]
+    rows = [{**ROWS[1], "test": t, "kernel": "matmul", "status": "pass", "note": "changed since lock: tile.h"}
+            for t in tests]
+    lines = format_table(rows, width=80)
+    assert max(len(line) for line in lines) <= 80, "\n".join(lines)
+    for line, test in zip(lines[2:], tests):
+        name = test.split("::")[1]
+        assert f"::{name}::matmul " in line, "\n".join(lines)
+        assert "…" in line.split("::")[0]
+
+
+def test_vs_lock_says_which_comparison_it_is() -> None:
+    """Issue 27: an A/B change (locked source beside the edit) is marked; a change against the lock's median is not."""
+    rows = [{**ROWS[1], "test": "t.py::a", "change_pct": -4.9, "change_kind": "a/b"},
+            {**ROWS[1], "test": "t.py::b", "change_pct": 23.0, "change_kind": "lock"}]
+    cells = table_rows(rows)
+    assert cells[0][5] == "-4.9% A/B" and cells[1][5] == "+23.0%"

@@ -28,7 +28,7 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, Union
@@ -531,6 +531,24 @@ def get_entry(lockfile: Lockfile | None, nodeid: str, kernel: str) -> dict[str, 
     if lockfile is None:
         return None
     return lockfile.entries.get(entry_key(nodeid, kernel))
+
+
+def renamed_entry(lockfile: Lockfile | None, nodeid: str, kernel: str, hashes: Mapping[str, str],
+                  gone: Callable[[str], bool] = lambda test: True) -> tuple[str, dict[str, Any]] | None:
+    """The entry a renamed test left behind: ``(key, entry)`` of the one entry of another test id for the
+    same kernel with the same problem and search space (and, among several, the same source), or ``None``.
+
+    ``gone(test_id)`` says whether that test no longer exists (an entry of a test that does is never taken).
+    Entries are keyed by test id, so renaming ``test_transpose`` to ``test_transpose_tiled`` would leave
+    the kernel ungated; the kernel, its problem and its space identify it as well."""
+    if lockfile is None:
+        return None
+    found = [(key, e) for key, e in sorted(lockfile.entries.items())
+             if e.get("kernel") == kernel and e.get("test") != nodeid and gone(str(e.get("test")))
+             and all((e.get("hashes") or {}).get(h) == hashes.get(h) for h in ("problem", "space"))]
+    if len(found) > 1:
+        found = [(key, e) for key, e in found if (e.get("hashes") or {}).get("source") == hashes.get("source")]
+    return found[0] if len(found) == 1 else None
 
 
 def stale_hashes(entry: Mapping[str, Any], hashes: Mapping[str, str]) -> list[str]:

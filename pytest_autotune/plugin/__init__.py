@@ -265,6 +265,8 @@ def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: Any) 
         return items
     state = collector.config.stash[STATE_KEY]
     for item in items if isinstance(items, list) else [items]:
+        if isinstance(item, pytest.Item):
+            state.collected.add(item.nodeid)  # a lock entry of a test not collected may be a renamed test's
         marker = item.get_closest_marker("tune") if isinstance(item, pytest.Item) else None
         if marker is None:
             continue

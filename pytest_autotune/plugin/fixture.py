@@ -28,11 +28,12 @@ from ..lock.hashing import describe_callable, hash_problem, hash_source, hash_sp
 from ..lock.problem import describe_problem
 from ..lock.transfer import warm_start
 from ..lock.devices import cpu_generation_note, cpu_record, find_lockfile, same_kind_lockfiles
-from ..lock.lockfile import LockfileError, entry_key, get_entry, lockfile_path, merge_entries, read_lockfile, utc_timestamp
-from ..lock.sources import load_source, store_source
+from ..lock.lockfile import (LockfileError, entry_key, get_entry, lockfile_path, merge_entries, read_lockfile,
+                             renamed_entry, utc_timestamp)
+from ..lock.sources import load_source, source_name, store_source
 from .marker import TuneSettings
 from ..measure.timing import TimingStats
-from ..gate.probes import compare_machines, probes_for
+from ..gate.probes import PROBE_VERSION, probe_sizes, probes_for
 from ..gate.retune import RetuneDecision, decide
 from ..runners import make_runner
 from ..errors import BackendUnavailable, SpecError
@@ -75,8 +76,10 @@ class _Kernel:
     # Source kernels only: what the entry records of the source (stored beside the lock at tune time), and
     # a runner of the same kernel built from a locked source text (the gate's A/B comparison of an edit).
     source: dict[str, Any] | None = None
-    make_locked_runner: Callable[[str, Mapping[str, Any]], Any] | None = None
+    make_locked_runner: Callable[..., Any] | None = None
     problem: dict[str, Any] = field(default_factory=dict)  # readable problem (lock.problem), for lookups
+    footprint: int = 0  # bytes of the arguments: the size of the memory-bandwidth probe
+    toolchain: dict[str, str] = field(default_factory=dict)  # what builds it beyond the device's versions (flags)
 
 
 class Autotune:
@@ -118,7 +121,10 @@ class Autotune:
             nan = float("nan")
             no_timing = TimingStats(median=nan, mean=nan, min=nan, max=nan, iqr=nan, n=0, samples=[])
             return KernelResult(label, "compile", check_in_test(self, spec, label), no_timing, None, None, None, {})
-        hashes = {"source": kernel_source_hash(spec.code, kernel_name, spec.compiler_options),
+        from ..runners.kernel import spec_headers
+
+        headers = spec_headers(spec)
+        hashes = {"source": kernel_source_hash(spec.code, kernel_name, spec.compiler_options, headers),
                   "space": self._space_hash(),
                   "problem": hash_problem(spec.problem_size, spec.args)}
         inputs = {"expected": spec.expected, "atol": atol, "rtol": rtol, "verify": verify, "runner": runner,
@@ -127,16 +133,23 @@ class Autotune:
                   "runner_options": runner_options}
         suffix = spec.source_file.suffix if spec.source_file is not None else _LANG_SUFFIX.get(spec.lang, ".txt")
         source = {"code": spec.code, "suffix": suffix, "kernel_name": kernel_name,
-                  "compiler_options": list(spec.compiler_options)}
+                  "compiler_options": list(spec.compiler_options), "headers": headers,
+                  "file": spec.source_file.name if spec.source_file is not None else ""}
 
-        def locked_runner(code: str, entry: Mapping[str, Any]) -> Any:
+        def locked_runner(code: str, entry: Mapping[str, Any], headers_dir: Path | None = None) -> Any:
+            # the locked headers (written to headers_dir) come before the kernel's folder on the include path
+            first = ([] if headers_dir is None else
+                     ["-iquote", str(headers_dir)] if spec.lang in ("c", "c++") else [f"-I{headers_dir}"])
             locked = with_code(spec, code, entry.get("kernel_name", kernel_name),
-                               entry.get("compiler_options", spec.compiler_options))
+                               [*first, *entry.get("compiler_options", spec.compiler_options)])
             return make_runner(locked, runner=runner, measure=self.settings.measure, **runner_options)
+
+        flags = [*runner_options.get("flags", ()), *spec.compiler_options]
 
         return self._run(_Kernel(label, hashes, inputs, lambda: make_runner(
             spec, runner=runner, measure=self.settings.measure, **runner_options), source=source,
-            make_locked_runner=locked_runner, problem=describe_problem(spec.problem_size, spec.args)))
+            make_locked_runner=locked_runner, problem=describe_problem(spec.problem_size, spec.args),
+            footprint=_footprint(spec.args), toolchain={"flags": " ".join(flags)} if flags else {}))
 
     def function(self, launch: Callable[[Mapping[str, Any]], Any], *, name: str | None = None,
                  args: Sequence[Any] = (), expected: Sequence[Any] | None = None, atol: float | None = None,
@@ -158,7 +171,8 @@ class Autotune:
                   "runner_options": runner_options}
         return self._run(_Kernel(label, hashes, inputs, lambda: make_runner(
             None, runner="callable", launch=launch, expected=expected, atol=atol, rtol=rtol, verify=verify,
-            sync=sync, measure=self.settings.measure, **runner_options), problem=describe_problem(problem_size, list(args))))
+            sync=sync, measure=self.settings.measure, **runner_options), problem=describe_problem(problem_size, list(args)),
+            footprint=_footprint(args)))
 
     def triton(self, kernel: Any, grid: Any, args: Sequence[Any], *, expected: Sequence[Any] | None = None,
                atol: float | None = None, rtol: float | None = None, verify: Callable[..., Any] | None = None,
@@ -266,13 +280,17 @@ class Autotune:
                 raise _failed(f"autotune: {exc} (the file was left untouched; fix or delete it)") from None
             key = entry_key(self.item.nodeid, k.label)
             entry = get_entry(lock, self.item.nodeid, k.label)
+            renamed = renamed_entry(lock, self.item.nodeid, k.label, k.hashes, self._gone) if entry is None else None
+            if renamed is not None:  # a renamed test: its kernel's entry, recorded under the old test id
+                self.state.say(f"autotune {self.item.nodeid}::{k.label}: entry recorded under {renamed[1]['test']}")
+                entry = renamed[1]
             check = check_entry(entry, k.hashes, lambda: self._space(runner, k.label).find(entry["params"]) >= 0,
                                 k.problem) if entry is not None else None
             usable = check is not None and check.stale is None
             if opts.mode == "missing" and usable:
                 result = self._left_alone(k.label, entry, path)  # type: ignore[arg-type]
             elif opts.mode is not None or (not usable and opts.missing == "tune"):
-                result = self._tune(k, key, runner, path, device, entry)
+                result = self._tune(k, key, runner, path, device, entry, renamed[0] if renamed else None)
             elif not usable:
                 self._not_gated(k.label, key, path, check)
             else:
@@ -281,6 +299,15 @@ class Autotune:
             runner.close()
         self.results[k.label] = result
         return result
+
+    def _gone(self, test: str) -> bool:
+        """The test no longer exists: not collected, though its file was (or the file is gone too)."""
+        collected = self.state.collected
+        path = test.split("::", 1)[0]
+        if test in collected:
+            return False
+        return any(c.split("::", 1)[0] == path for c in collected) or \
+            not (Path(str(self.item.config.rootpath)) / path).exists()
 
     def _space(self, runner: Any, label: str) -> Any:
         __tracebackhide__ = True
@@ -311,7 +338,7 @@ class Autotune:
         return KernelResult(label, "locked", params, stats, None, None, None, dict(entry))
 
     def _tune(self, k: _Kernel, key: str, runner: Any, path: Path, device: Any,
-              old: Mapping[str, Any] | None) -> KernelResult:
+              old: Mapping[str, Any] | None, old_key: str | None = None) -> KernelResult:
         __tracebackhide__ = True
         s, opts = self.settings, self.state.options
         try:
@@ -356,22 +383,28 @@ class Autotune:
                       budget=total or s.budget_text, lockfile=str(path))
             raise _failed(f"autotune: {self.item.nodeid}::{k.label}: {exc}") from None
         locked_now = result.confirmed_samples(incumbent) if incumbent is not None else None
-        decision = decide(old, self._rewrite_reasons(k, old, device), result.params, list(result.stats.samples),
+        reasons = self._rewrite_reasons(k, old, device) + ([f"re-keyed from {old_key}"] if old_key else [])
+        decision = decide(old, reasons, result.params, list(result.stats.samples),
                           locked_now, s.tolerance, s.alpha)
         entry = dict(old) if old is not None and not decision.write else self._entry(k, result, runner, decision, path)
         others = [] if path.exists() else [f"{p.name} ({model})" for p, model in
                                            same_kind_lockfiles(opts.lockdir, device.kind, path)]
         if decision.write:
             try:
-                merge_entries(path, {key: entry}, device)
+                merge_entries(path, {key: entry}, device, remove=[old_key] if old_key else ())
             except LockfileError as exc:
                 raise _failed(f"autotune: {exc} (the file was left untouched)") from None
         scratch.clear()
         params = self._in_declared_order(decision.params)
         stats = TimingStats.from_samples(decision.samples) if decision.samples else result.stats
         locked_ms = old["stats"]["median"] if old is not None else None
+        # "vs lock" is one comparison, named: the new winner against the locked winner timed beside it now
+        # (the number in the note), else the kept winner's samples now against the lock's median
+        side_by_side = decision.change_pct is not None and decision.action == "new"
         self._row(k.label, "tune", TUNE_STATUS[decision.action], params=params, time_ms=stats.median,
-                  change_pct=(stats.median - locked_ms) / locked_ms * 100.0 if locked_ms else None, locked_ms=locked_ms,
+                  change_pct=decision.change_pct if side_by_side else
+                  (stats.median - locked_ms) / locked_ms * 100.0 if locked_ms else None, locked_ms=locked_ms,
+                  change_kind="a/b" if side_by_side else "lock",
                   evaluations=result.evaluations, budget=total or s.budget_text,
                   strategy=result.strategy["name"], failures=result.failures,
                   failure_examples=first_failures(result.history), spills=spills(result.history, result.measurement),
@@ -393,7 +426,7 @@ class Autotune:
             return []
         recorded = old.get("hashes") or {}
         reasons = [f"{name} changed" for name in k.hashes if recorded.get(name) != k.hashes[name]]
-        if "machine" not in old and probes_for(device.kind) is not None:
+        if (old.get("machine") or {}).get("probe") != PROBE_VERSION and probes_for(device.kind) is not None:
             reasons.append("machine probes recorded")
         if "source_file" not in old and k.source is not None:
             reasons.append("kernel source stored")
@@ -406,8 +439,10 @@ class Autotune:
         if k.source is None:
             return {}
         name = store_source(path.parent, k.source["code"], k.source["suffix"])
+        headers = {header: store_source(path.parent, text, Path(header).suffix or ".h")
+                   for header, text in (k.source.get("headers") or {}).items()}
         return {"source_file": name, "kernel_name": k.source["kernel_name"],
-                "compiler_options": k.source["compiler_options"]}
+                "compiler_options": k.source["compiler_options"], **({"headers": headers} if headers else {})}
 
     def _entry(self, k: _Kernel, result: TuneResult, runner: Any, decision: RetuneDecision,
                path: Path) -> dict[str, Any]:
@@ -424,9 +459,13 @@ class Autotune:
             "unit": "ms",
             "stats": {key: v for key, v in stats.as_dict(samples=False).items()},
             "samples": list(stats.samples),
+            # each runner-up's median names its kind: re-timed beside the winner in the confirmation
+            # rounds (comparable with the winner's), or its single search-time measurement (not comparable)
             "runners_up": [{"params": dict(r.params), "median": float(_median(result, r)),
+                            "median_kind": "re-timed" if result.confirmed_samples(r.params) else "search",
                             "samples": list(result.confirmed_samples(r.params) or r.measurement.samples)}
                            for r in ups],
+            "stats_kind": "re-timed",  # the winner's samples: its confirmation rounds
             "hashes": k.hashes,
             "problem": k.problem,
             "strategy": {"name": result.strategy["name"], "hyperparameters": result.strategy["hyperparameters"],
@@ -437,9 +476,11 @@ class Autotune:
             "runner": getattr(runner, "name", type(runner).__name__),
             "tolerance": s.tolerance,
             **self._source_fields(k, path),
-            **({"machine": machine} if (machine := probes_for(device.kind)) else {}),
+            # probes sized to this kernel: its footprint, and about its duration
+            **({"machine": machine} if (machine := probes_for(
+                device.kind, probe_sizes(k.footprint, stats.median))) else {}),
             **({"cpu": cpu} if (cpu := cpu_record(device)) else {}),
-            "versions": {**device.versions, "pytest_autotune": __version__},
+            "versions": {**device.versions, **k.toolchain, "pytest_autotune": __version__},
             "timestamp": utc_timestamp(),
         }
 
@@ -457,23 +498,36 @@ class Autotune:
 
         outcome = self._ab_gate(k, entry, path, runner, measure_current) if "source" in check.changed else None
         if outcome is None:
-            def machine() -> Any:  # probed only when a "slower" verdict needs it
-                return compare_machines(entry.get("machine"), probes_for(runner.device().kind), s.tolerance)
+            recorded = entry.get("machine") or {}
+            kind = runner.device().kind
+
+            def probe() -> Any:  # measured round by round beside the confirmations, at the entry's sizes
+                return probes_for(kind, {n: recorded[n] for n in ("triad_n", "fma_iterations")}, fresh=True)
 
             rival = (lambda p: runner.evaluate(p)) if opts.ranking else None
-            # A runner-up can tell "slower conditions" from "slower kernel" only when nothing the kernel's
-            # speed depends on changed: source and options, and the toolchain that builds and runs it.
-            same_stack = "source" not in check.changed and _same_versions(entry, runner.device().versions)
             outcome = run_gate(label, self.item.nodeid, entry, measure_current(), s.tolerance, s.alpha, rival,
-                               remeasure=measure_current, machine=machine,
-                               reference=runner.evaluate if same_stack else None)
+                               remeasure=measure_current,
+                               probe=probe if recorded.get("probe") == PROBE_VERSION else None)
+        files = _changed_files(k, entry)
+        changes = [*toolchain_changes(entry, {**runner.device().versions, **k.toolchain})]
+        if entry.get("test") not in (None, self.item.nodeid):
+            changes.append(f"entry recorded under {entry['test']}")
+        if changes and outcome.verdict == "slower" and outcome.method == "absolute":
+            outcome.message += (f"\n  {'; '.join(changes)}: fix that change (or pin the old one), or, if the new "
+                                f"speed is what you want, re-lock with: {retune_command(self.item.nodeid)}")
+        if changes and outcome.verdict == "incomparable":
+            outcome.message += (f" ({'; '.join(changes)}: fix it, or if intended re-lock with: "
+                                f"{retune_command(self.item.nodeid)})")
         cmp = outcome.comparison
         status = {"pass": "pass", "faster": "faster", "slower": "REGRESSION", "broken": "BROKEN",
                   "incomparable": "incomparable"}[outcome.verdict]
         if outcome.stale_ranking and outcome.verdict == "pass":
             status = "stale-ranking"
         generation = cpu_generation_note(entry.get("cpu") or _locked_device_properties(path), runner.device())
-        notes = [n for n in (check.notes, *(["A/B against the locked source"] if outcome.method == "a/b" else []),
+        changed = check.notes.replace("source changed since lock", f"source changed since lock ({', '.join(files)})"
+                                      if files else "source changed since lock")
+        notes = [n for n in (changed, *changes,
+                             *(["A/B against the locked source"] if outcome.method == "a/b" else []),
                              *outcome.notes, generation) if n]
         if notes and outcome.failed:
             outcome.message += "\n  note: " + "; ".join(notes)
@@ -481,6 +535,7 @@ class Autotune:
         self._row(label, "gate", status, params=self._in_declared_order(params),
                   time_ms=cmp.new_median if cmp else None, locked_ms=entry["stats"]["median"],
                   change_pct=cmp.change_pct if cmp else None, p_value=cmp.p_value if cmp else None,
+                  change_kind="a/b" if outcome.method == "a/b" else "lock",
                   strategy=(entry.get("strategy") or {}).get("name"), message=outcome.message,
                   stale_ranking=outcome.stale_ranking, note="; ".join(notes), lockfile=str(path),
                   method=outcome.method, absolute_change_pct=absolute.change_pct if absolute else None,
@@ -505,7 +560,10 @@ class Autotune:
         code = load_source(path.parent, entry.get("source_file", "")) if k.make_locked_runner else None
         if code is None:
             return None
-        locked_runner = k.make_locked_runner(code, entry)  # type: ignore[misc]
+        headers = {name: load_source(path.parent, stored) for name, stored in (entry.get("headers") or {}).items()}
+        if any(text is None for text in headers.values()):
+            return None  # a stored header is missing (pruned by hand): no A/B
+        locked_runner = k.make_locked_runner(code, entry, _headers_dir(headers) if headers else None)  # type: ignore[misc]
         try:
             params = dict(entry["params"])
             with sharing_one_cpu(locked_runner, runner):
@@ -532,13 +590,68 @@ def _locked_device_properties(path: Path) -> Mapping[str, Any] | None:
     return (lock.device or {}).get("properties") if lock is not None else None
 
 
-def _same_versions(entry: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
-    """The toolchain recorded with the entry (compiler, runtime, driver...) is the one here.
+TOOLCHAIN_IGNORED = ("pytest_autotune", "os", "python", "numpy")  # the machine's, or not the build's
 
-    The operating system counts as part of the machine (what the runner-up reference absorbs), not of
-    the toolchain."""
-    recorded = {k: v for k, v in (entry.get("versions") or {}).items() if k not in ("pytest_autotune", "os")}
-    return bool(recorded) and all(current.get(k) == v for k, v in recorded.items())
+
+def toolchain_changes(entry: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """``toolchain changed: compiler gcc 12.2.0 -> 13.1.0`` for each recorded tool (compiler, NVRTC/CUDA,
+    CuPy, PyCUDA, PyOpenCL, PoCL, driver, flags) whose version here differs from the entry's."""
+    recorded = {k: str(v) for k, v in (entry.get("versions") or {}).items() if k not in TOOLCHAIN_IGNORED}
+    now = {k: str(v) for k, v in current.items() if k not in TOOLCHAIN_IGNORED}
+    if not recorded:
+        return []
+    return [f"toolchain changed: {name} {_short_version(recorded.get(name, '(none)'))} -> "
+            f"{_short_version(now.get(name, '(none)'))}"
+            for name in sorted(set(recorded) | set(now)) if recorded.get(name) != now.get(name)
+            and not (name == "flags" and name not in recorded)]
+
+
+def _short_version(text: str) -> str:
+    """``gcc (Debian 12.2.0-14) 12.2.0`` -> ``gcc 12.2.0``: the tool and its version, not the vendor's string."""
+    words = text.split()
+    if len(words) > 2 and "(" in text and words[-1][:1].isdigit():
+        return f"{words[0]} {words[-1]}"
+    return text
+
+
+def _changed_files(k: _Kernel, entry: Mapping[str, Any]) -> list[str]:
+    """Which of the kernel's files differ from the locked ones: the kernel file (by its name), its headers."""
+    if k.source is None or not entry.get("source_file"):
+        return []
+    changed = []
+    if source_name(k.source["code"], k.source["suffix"]) != entry["source_file"]:
+        changed.append(k.source.get("file") or "kernel file")
+    locked = entry.get("headers") or {}
+    now = k.source.get("headers") or {}
+    for name in sorted(set(locked) | set(now)):
+        if name not in now:
+            changed.append(f"{name} (no longer included)")
+        elif name not in locked:
+            changed.append(f"{name} (newly included)")
+        elif source_name(now[name], Path(name).suffix or ".h") != locked[name]:
+            changed.append(name)
+    return changed
+
+
+def _headers_dir(headers: Mapping[str, str | None]) -> Path:
+    """The locked headers written to a folder named by their contents (a build of the same locked headers
+    hits the build cache again), laid out as they were included."""
+    import hashlib
+    import tempfile
+
+    digest = hashlib.sha256(repr(sorted(headers.items())).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    folder = Path(tempfile.gettempdir()) / f"pytest-autotune-headers-{digest}"
+    for name, text in headers.items():
+        target = folder / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not target.exists() or target.read_text(encoding="utf-8", errors="surrogateescape") != text:
+            target.write_text(text or "", encoding="utf-8", errors="surrogateescape")
+    return folder
+
+
+def _footprint(args: Sequence[Any]) -> int:
+    """Bytes of the kernel's array arguments: what a memory-bound kernel moves at least once."""
+    return sum(int(getattr(a, "nbytes", 0) or 0) for a in args if hasattr(a, "shape"))
 
 
 def _winner_record(result: TuneResult) -> Any:

@@ -35,6 +35,7 @@ class _Collected:
     errors: list[str] = field(default_factory=list)
     rootdir: Path | None = None
     lockdir: Path | None = None
+    spaces: dict[str, str] = field(default_factory=dict)  # marked node id -> its search space's hash
 
     # pytest hooks (this object is registered as a plugin for one collection run)
     def pytest_itemcollected(self, item: pytest.Item) -> None:  # before -k/-m deselection
@@ -49,8 +50,15 @@ class _Collected:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         from .session import STATE_KEY
 
+        from ..lock.hashing import hash_space
+        from . import SETTINGS_KEY
+
         self.rootdir = Path(str(session.config.rootpath))
         self.lockdir = session.config.stash[STATE_KEY].options.lockdir
+        for item in session.items:
+            settings = item.stash.get(SETTINGS_KEY, None)
+            if settings is not None:
+                self.spaces[item.nodeid] = hash_space(settings.params, settings.restrictions, settings.constants)
 
 
 @dataclass(frozen=True)
@@ -88,6 +96,42 @@ def find_orphans(found: _Collected) -> list[Orphan]:
             if in_scope and test not in found.marked:
                 orphans.append(Orphan(path, key, test))
     return orphans
+
+
+@dataclass(frozen=True)
+class Rename:
+    """An orphaned entry that belongs to a renamed test: re-keyed, not removed."""
+
+    lockfile: Path
+    key: str
+    new_key: str
+    new_test: str
+
+
+def find_renames(found: _Collected, orphans: Sequence[Orphan]) -> list[Rename]:
+    """Orphans whose kernel is tuned, with the same search space, by exactly one collected test of the same
+    file set that has no entry for that kernel yet (the test was renamed): they move to that test's key.
+    (The problem is checked by the gate and ``--autotune`` when the test runs; collection cannot see it.)"""
+    renames = []
+    for o in orphans:
+        lock = read_lockfile(o.lockfile)
+        entry = (lock.entries if lock else {}).get(o.key) or {}
+        kernel, space = entry.get("kernel"), (entry.get("hashes") or {}).get("space")
+        taken = {str(e.get("test")) for e in (lock.entries if lock else {}).values() if e.get("kernel") == kernel}
+        candidates = [t for t, h in sorted(found.spaces.items()) if h == space and t not in taken]
+        if kernel and len(candidates) == 1:
+            renames.append(Rename(o.lockfile, o.key, f"{candidates[0]}::{kernel}", candidates[0]))
+    return renames
+
+
+def rekey(renames: Sequence[Rename]) -> None:
+    """Move each renamed test's entry to its new key (one locked, atomic merge per lockfile)."""
+    for r in renames:
+        lock = read_lockfile(r.lockfile)
+        if lock is not None and r.key in lock.entries:
+            entry = {**lock.entries[r.key], "test": r.new_test}
+            merge_entries(lockfile_path(r.lockfile.parent, r.lockfile.stem), {r.new_key: entry}, lock.device,
+                          remove=[r.key])
 
 
 def orphaned_sources(lockdir: Path, orphans: Sequence[Orphan]) -> list[Path]:

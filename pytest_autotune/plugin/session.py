@@ -77,6 +77,7 @@ class SessionState:
     options: Options
     write_line: Callable[[str], None] | None = None
     rows: list[dict[str, Any]] = field(default_factory=list)
+    collected: set[str] = field(default_factory=set)  # every test id collected, before deselection (renames)
 
     def say(self, line: str) -> None:
         """One line on the terminal now (not under -q, not from xdist workers)."""
