@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import gzip
 import importlib
+import importlib.machinery
 import importlib.util
 import json
 import re
@@ -294,6 +295,10 @@ def test_tune_lock_gate_regression_and_faster(project: pytest.Pytester) -> None:
     assert {u["params"]["UNROLL"] for u in ups} | {entry["params"]["UNROLL"]} == {1, 2, 4}
     assert [u["median"] for u in ups] == sorted(u["median"] for u in ups)
     assert all(len(u["samples"]) >= 7 for u in ups)
+    # issue 27: every median names its kind; a re-timed runner-up's median is its re-timed samples' median
+    assert entry["stats_kind"] == "re-timed" and all(u["median_kind"] in ("re-timed", "search") for u in ups)
+    assert all(u["median"] == pytest.approx(float(np.median(u["samples"])), rel=1e-3)
+               for u in ups if u["median_kind"] == "re-timed")
     assert entry["strategy"]["name"] == "brute_force"
     assert entry["evaluations"]["total"] == 3 and entry["evaluations"]["space_size"] == 3
     assert entry["runner"] == "c" and entry["tolerance"] == 0.5 and entry["unit"] == "ms"
@@ -1443,6 +1448,11 @@ def test_an_edited_header_is_gated_like_an_edited_kernel(project: pytest.Pyteste
     # back as locked: passes again (the build cache keyed the old binary by the old header)
     reps.write_text("#define TILE_REPS 8\n")
     run(project).assert_outcomes(passed=1)
+    # prune keeps the stored headers an entry names
+    from pytest_autotune.plugin.prune import collect, find_orphans, orphaned_sources
+
+    found = collect([str(project.path), "-p", "no:benchmark"])
+    assert not orphaned_sources(found.lockdir, find_orphans(found))
 
 
 @needs_gcc
@@ -1483,3 +1493,52 @@ def test_an_entry_is_found_after_a_test_rename_and_re_keyed_by_autotune(project:
     _, lock = the_lockfile(project)
     assert set(lock["entries"]) == {"test_swork.py::test_swork_tiled::swork"}
     assert lock["entries"]["test_swork.py::test_swork_tiled::swork"]["test"] == "test_swork.py::test_swork_tiled"
+
+
+CUDA_VADD_TEST = '''
+import numpy as np
+import pytest
+
+N = 4096
+
+
+@pytest.mark.tune(params={"block_size_x": [128, 256]}, strategy="brute_force")
+def test_vadd(autotune):
+    a, b = np.ones(N, np.float32), np.ones(N, np.float32)
+    c = np.zeros(N, np.float32)
+    autotune.kernel("vadd.cu", "vadd", N, [c, a, b, np.int32(N)], expected=[a + b, None, None, None], isolate=False)
+'''
+
+
+def test_gpu_entries_record_device_probes_through_the_kernels_runner(project: pytest.Pytester,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 27: a device stream and an FMA chain, through the same runner factory (the CUDA stand-in here),
+    recorded with the entry and measured again by the gate, round by round, when the kernel reads slower."""
+    import sys
+
+    import fake_cuda
+    from test_runner_cuda import VADD
+
+    state = fake_cuda.State()
+    for name, module in fake_cuda.make_cupy(state).items():
+        monkeypatch.setitem(sys.modules, name, module)
+        if getattr(module, "__spec__", None) is None:  # found by importlib.util.find_spec, as an installed CuPy is
+            monkeypatch.setattr(module, "__spec__", importlib.machinery.ModuleSpec(name, None), raising=False)
+    project.makefile(".cu", vadd=VADD.replace("#if STATIC_SMEM", "#if 0"))
+    project.makepyfile(test_vadd=CUDA_VADD_TEST)
+    run(project, "--autotune").assert_outcomes(passed=1)
+    _, lock = the_lockfile(project)
+    entry = lock["entries"]["test_vadd.py::test_vadd::vadd"]
+    machine = entry["machine"]
+    assert machine["probe"] == "cuda-stream-fma-1" and len(machine["samples_ms"]["bandwidth_gbs"]) >= 15
+    assert machine["triad_n"] >= 1 << 14  # sized to the kernel's footprint (clamped)
+    run(project).assert_outcomes(passed=1)
+    # the kernel (and only the kernel: the probes' launches stay as fast) 3x slower: a regression, and the
+    # device probes were measured again through the runner, so the message bounds the machine's share
+    cuda = sys.modules["cupy"].cuda
+    monkeypatch.setattr(cuda, "get_elapsed_time", lambda start, end: 0.75 if state.launches[-1][0][0] in (16, 32)
+                        else 0.25)
+    result = run(project)
+    result.assert_outcomes(failed=1)
+    out = failure_text(result)
+    assert "the machine explains at most +0%" in out, out

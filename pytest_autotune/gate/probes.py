@@ -15,8 +15,10 @@ Both run through the C runner itself (same compiler, flags, timing), so they
 see the machine the way the tuned kernels do. Every run's time is kept, so
 the gate can bound, with a bootstrap (:func:`scipy.stats.bootstrap`), how
 much of a kernel's slowdown the machine explains: a *correction* of the
-verdict (:mod:`.verdict`), never a veto. Probes exist for CPU devices (the C
-and callable runners); GPU runners record none yet.
+verdict (:mod:`.verdict`), never a veto. CPU devices (the C and callable
+runners) are probed through the C runner; CUDA devices through the kernel's own
+runner factory (CuPy or PyCUDA): a device stream and FMA chains
+(:func:`measure_gpu_probes`). OpenCL devices record none yet.
 """
 from __future__ import annotations
 
@@ -70,13 +72,18 @@ def probe_sizes(footprint_bytes: int | None = None, duration_ms: float | None = 
     return {"triad_n": triad_n, "fma_iterations": fma}
 
 
-def _samples_ms(source: str, name: str, args: list[Any]) -> list[float]:
+def probe_measure() -> Any:
+    """How a probe is timed: at least 15 runs (the bootstrap needs repeated runs), at most 40 or 0.3 s."""
     from ..measure.timing import MeasureOptions
+
+    return MeasureOptions(warmup=2, min_iterations=15, max_iterations=40, time_budget_s=0.3)
+
+
+def _samples_ms(source: str, name: str, args: list[Any]) -> list[float]:
     from ..runners import KernelSpec, make_runner
 
     spec = KernelSpec(source, name, 1, args, lang="c")
-    runner = make_runner(spec, runner="c", isolate=False,
-                         measure=MeasureOptions(warmup=2, min_iterations=15, max_iterations=40, time_budget_s=0.3))
+    runner = make_runner(spec, runner="c", isolate=False, measure=probe_measure())
     try:
         m = runner.evaluate({})
     finally:
@@ -109,8 +116,11 @@ def pool_probes(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     if not runs:
         return None
     first = runs[0]
-    return _summarise(first["triad_n"], first["fma_iterations"],
-                      {name: [x for r in runs for x in r["samples_ms"][name]] for name in PROBES})
+    pooled = {name: [x for r in runs for x in r["samples_ms"][name]] for name in PROBES}
+    # the same work per run (one probe version and size): the rate scales with the median time
+    return {**first, **{name: round(first[name] * float(np.median(first["samples_ms"][name]))
+                                    / float(np.median(pooled[name])), 3) for name in PROBES},
+            "samples_ms": pooled}
 
 
 @functools.lru_cache(maxsize=8)
@@ -119,16 +129,19 @@ def cpu_probes(triad_n: int = TRIAD_N, fma_iterations: int = FMA_ITERATIONS) -> 
     return measure_cpu_probes(triad_n, fma_iterations)
 
 
-def probes_for(device_kind: str, sizes: Mapping[str, int] | None = None, *, fresh: bool = False
-               ) -> dict[str, Any] | None:
+def probes_for(device_kind: str, sizes: Mapping[str, int] | None = None, *, fresh: bool = False,
+               make: Any = None) -> dict[str, Any] | None:
     """Probes of the machine a runner of this device kind runs on; ``None`` where none are defined.
-    ``fresh`` measures again (the gate pairs probe runs with the kernel's confirmation rounds)."""
-    if device_kind not in ("cpu", "triton-interpreter"):  # Triton's interpreter runs on this CPU
-        return None
+    ``fresh`` measures again (the gate pairs probe runs with the kernel's confirmation rounds). CUDA
+    devices are probed through ``make(spec)``, the kernel's own runner factory; without it, not at all."""
     size = dict(sizes or probe_sizes())
     try:
+        if device_kind == "cuda" and make is not None:
+            return measure_gpu_probes(make, **size)
+        if device_kind not in ("cpu", "triton-interpreter"):  # Triton's interpreter runs on this CPU
+            return None
         return measure_cpu_probes(**size) if fresh else cpu_probes(**size)
-    except Exception:  # no compiler: the gate falls back to the comparison with the lock alone
+    except Exception:  # no compiler, a probe that does not build: the gate compares with the lock alone
         return None
 
 
@@ -207,3 +220,52 @@ def compare_machines(locked: Mapping[str, Any] | None, current: Mapping[str, Any
     ratios = {name: _time_ratio_bounds(then[name], now[name]) for name in changes if then.get(name) and now.get(name)}
     return MachineComparison(changes, tolerance * 100.0, ratios if len(ratios) == len(changes) else {}) \
         if changes else None
+
+
+# --------------------------------------------------------------------------- GPU probes
+
+GPU_PROBE_VERSION = "cuda-stream-fma-1"
+GPU_PROBE_SOURCE = r"""
+extern "C" __global__ void probe_stream(float *out, const float *a, const float *b, int n) {
+    int i = blockIdx.x * block_size_x + threadIdx.x;
+    if (i < n) out[i] = a[i] + b[i];
+}
+
+extern "C" __global__ void probe_fma(float *out, const float *a, const float *b, int n) {
+    int i = blockIdx.x * block_size_x + threadIdx.x;
+    if (i >= n) return;
+    float x0 = a[i], x1 = b[i], x2 = x0 + 1.0f, x3 = x1 + 1.0f;
+    for (int k = 0; k < FMA_ITERS; k++) {
+        x0 = x0 * 0.999999f + 1e-7f; x1 = x1 * 0.999999f + 1e-7f;
+        x2 = x2 * 0.999999f + 1e-7f; x3 = x3 * 0.999999f + 1e-7f;
+    }
+    out[i] = x0 + x1 + x2 + x3;
+}
+"""
+GPU_FMA_THREADS = 1 << 16
+
+
+def measure_gpu_probes(make: Any, triad_n: int = TRIAD_N, fma_iterations: int = FMA_ITERATIONS) -> dict[str, Any]:
+    """A device stream (two reads, one write per element) and FMA chains, through ``make(spec)``: the same
+    runner factory (CuPy or PyCUDA, device, options) as the kernel's, so the probes see the device as it does.
+    ``fma_iterations`` is scaled down by the threads that share it (a GPU runs the chains in parallel)."""
+    from ..runners import KernelSpec
+
+    iters = max(16, fma_iterations // 64)
+    samples = {}
+    for probe, name, n, params in (("bandwidth_gbs", "probe_stream", triad_n, {"block_size_x": 256}),
+                                   ("compute_gflops", "probe_fma", GPU_FMA_THREADS,
+                                    {"block_size_x": 256, "FMA_ITERS": iters})):
+        args = [np.zeros(n, np.float32), np.ones(n, np.float32), np.ones(n, np.float32), np.int32(n)]
+        runner = make(KernelSpec(GPU_PROBE_SOURCE, name, n, args, lang="cuda"))
+        try:
+            m = runner.evaluate(params)
+        finally:
+            runner.close()
+        if not m.ok:
+            raise RuntimeError(f"device probe {name!r} failed ({m.failure}): {m.detail[:500]}")
+        samples[probe] = [float(x) for x in m.samples]
+    work = {"bandwidth_gbs": 3 * 4 * triad_n, "compute_gflops": GPU_FMA_THREADS * 4 * 2 * iters}
+    return {"probe": GPU_PROBE_VERSION, "triad_n": triad_n, "fma_iterations": fma_iterations,
+            **{p: round(work[p] / (float(np.median(samples[p])) * 1e-3) / 1e9, 3) for p in PROBES},
+            "samples_ms": {p: [float(f"{x:.5g}") for x in samples[p]] for p in PROBES}}

@@ -33,7 +33,7 @@ from ..lock.lockfile import (LockfileError, entry_key, get_entry, lockfile_path,
 from ..lock.sources import load_source, source_name, store_source
 from .marker import TuneSettings
 from ..measure.timing import TimingStats
-from ..gate.probes import PROBE_VERSION, probe_sizes, probes_for
+from ..gate.probes import GPU_PROBE_VERSION, PROBE_VERSION, probe_measure, probe_sizes, probes_for
 from ..gate.retune import RetuneDecision, decide
 from ..runners import make_runner
 from ..errors import BackendUnavailable, SpecError
@@ -80,6 +80,7 @@ class _Kernel:
     problem: dict[str, Any] = field(default_factory=dict)  # readable problem (lock.problem), for lookups
     footprint: int = 0  # bytes of the arguments: the size of the memory-bandwidth probe
     toolchain: dict[str, str] = field(default_factory=dict)  # what builds it beyond the device's versions (flags)
+    probe_make: Callable[..., Any] | None = None  # the kernel's runner factory, for device (GPU) probes
 
 
 class Autotune:
@@ -149,7 +150,10 @@ class Autotune:
         return self._run(_Kernel(label, hashes, inputs, lambda: make_runner(
             spec, runner=runner, measure=self.settings.measure, **runner_options), source=source,
             make_locked_runner=locked_runner, problem=describe_problem(spec.problem_size, spec.args),
-            footprint=_footprint(spec.args), toolchain={"flags": " ".join(flags)} if flags else {}))
+            footprint=_footprint(spec.args),
+            toolchain={**({"flags": " ".join(flags)} if flags else {}), **_cuda_toolchain(spec.lang)},
+            probe_make=(lambda probe: make_runner(probe, runner=runner, measure=probe_measure(), **runner_options))
+            if spec.lang == "cuda" else None))
 
     def function(self, launch: Callable[[Mapping[str, Any]], Any], *, name: str | None = None,
                  args: Sequence[Any] = (), expected: Sequence[Any] | None = None, atol: float | None = None,
@@ -426,7 +430,8 @@ class Autotune:
             return []
         recorded = old.get("hashes") or {}
         reasons = [f"{name} changed" for name in k.hashes if recorded.get(name) != k.hashes[name]]
-        if (old.get("machine") or {}).get("probe") != PROBE_VERSION and probes_for(device.kind) is not None:
+        if (old.get("machine") or {}).get("probe") not in (PROBE_VERSION, GPU_PROBE_VERSION) and \
+                probes_for(device.kind, make=k.probe_make) is not None:
             reasons.append("machine probes recorded")
         if "source_file" not in old and k.source is not None:
             reasons.append("kernel source stored")
@@ -478,7 +483,7 @@ class Autotune:
             **self._source_fields(k, path),
             # probes sized to this kernel: its footprint, and about its duration
             **({"machine": machine} if (machine := probes_for(
-                device.kind, probe_sizes(k.footprint, stats.median))) else {}),
+                device.kind, probe_sizes(k.footprint, stats.median), make=k.probe_make)) else {}),
             **({"cpu": cpu} if (cpu := cpu_record(device)) else {}),
             "versions": {**device.versions, **k.toolchain, "pytest_autotune": __version__},
             "timestamp": utc_timestamp(),
@@ -502,12 +507,13 @@ class Autotune:
             kind = runner.device().kind
 
             def probe() -> Any:  # measured round by round beside the confirmations, at the entry's sizes
-                return probes_for(kind, {n: recorded[n] for n in ("triad_n", "fma_iterations")}, fresh=True)
+                return probes_for(kind, {n: recorded[n] for n in ("triad_n", "fma_iterations")}, fresh=True,
+                                  make=k.probe_make)
 
             rival = (lambda p: runner.evaluate(p)) if opts.ranking else None
             outcome = run_gate(label, self.item.nodeid, entry, measure_current(), s.tolerance, s.alpha, rival,
                                remeasure=measure_current,
-                               probe=probe if recorded.get("probe") == PROBE_VERSION else None)
+                               probe=probe if recorded.get("probe") in (PROBE_VERSION, GPU_PROBE_VERSION) else None)
         files = _changed_files(k, entry)
         changes = [*toolchain_changes(entry, {**runner.device().versions, **k.toolchain})]
         if entry.get("test") not in (None, self.item.nodeid):
@@ -647,6 +653,18 @@ def _headers_dir(headers: Mapping[str, str | None]) -> Path:
         if not target.exists() or target.read_text(encoding="utf-8", errors="surrogateescape") != text:
             target.write_text(text or "", encoding="utf-8", errors="surrogateescape")
     return folder
+
+
+def _cuda_toolchain(lang: str | None) -> dict[str, str]:
+    """NVRTC's version for a CUDA kernel (the device's versions name the driver, runtime and CuPy/PyCUDA)."""
+    if lang != "cuda":
+        return {}
+    try:
+        from ..runners.nvrtc import nvrtc_version
+
+        return {"nvrtc": ".".join(str(v) for v in nvrtc_version())}
+    except Exception:  # no NVRTC here (PyCUDA with nvcc, or no CUDA at all): nothing to record
+        return {}
 
 
 def _footprint(args: Sequence[Any]) -> int:

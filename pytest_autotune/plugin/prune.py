@@ -140,8 +140,9 @@ def orphaned_sources(lockdir: Path, orphans: Sequence[Orphan]) -> list[Path]:
     referenced = []
     for path in sorted(lockdir.glob("*.json")):
         lock = read_lockfile(path)
-        referenced += [str(e.get("source_file")) for key, e in (lock.entries if lock else {}).items()
-                       if (path, key) not in gone and e.get("source_file")]
+        kept = [e for key, e in (lock.entries if lock else {}).items() if (path, key) not in gone]
+        referenced += [str(e["source_file"]) for e in kept if e.get("source_file")]
+        referenced += [str(name) for e in kept for name in (e.get("headers") or {}).values()]  # stored headers
     return unreferenced_sources(lockdir, referenced)
 
 
