@@ -1,41 +1,37 @@
 #!/usr/bin/env python
-"""Today's gate against the robust one, same run: false alarms with a noisy neighbour, detection of slower
-source edits, and a lock recorded under other conditions (a cross-machine simulation).
+"""Today's gate beside the new one (issue 27), same run: unchanged kernels, slowdowns made without touching the
+source (x1.3 and x3, through the build's flags), and a header edit, quiet and with one and two busy neighbours.
 
-Kernels (C runner, no GPU): ``compute`` (16 Ki floats, in L2, 100 sweeps: compute bound), ``memory``
-(4 Mi floats a side, beyond the L3: memory bound), and the example project's blocked ``matmul`` and
-``stencil`` at the parameters of its committed lock. The synthetic kernels carry their amount of work in
-the source (``#define REPS``), so an edit that adds 30 % (or 15 %) work is a real source edit.
+Kernels (C runner, no GPU): ``compute`` (16 Ki floats, in L2, 100 sweeps: compute bound) and ``memory``
+(4 Mi floats a side, beyond the L3: memory bound). Their amount of work is ``REPS``, set by ``#define`` in a
+header (``reps.h``, found through ``-I``) unless the build's flags set it (``-DREPS=...``): a slowdown x1.3 or
+x3 made that way leaves source, headers and arguments as they were, as a toolchain, flag or environment
+regression does. A header edit (+30 % work in ``reps.h``) is gated A/B, like an edited kernel file.
 
-The lock is recorded once per kernel on the quiet machine (samples and machine probes). Then, in
-interleaved rounds, the gate runs under two conditions: ``quiet`` and ``neighbour`` (a background process
-keeping one of the two cores busy: on a 2-core machine, a noisy tenant; against a lock recorded quietly, a
-machine other than the lock's). Per round and condition:
+The lock is recorded once per kernel on the machine as it is when the benchmark starts, as ``tune()``
+records it (winner and runner-up re-timed in interleaved confirmation rounds in one worker), with the probes
+sized to the kernel. Then, in rounds, each condition (``quiet``, ``busy1``, ``busy2``: one or two processes
+spinning on the 2 cores) runs a gate session per kernel and scenario, and both gates judge the same first
+measurement: ``today`` (benchmarks/_gate_today.py: the probes' best runs veto "slower" into "incomparable"
+beyond the tolerance, and so does a runner-up that slowed alike) and ``new`` (the product's run_gate: probes
+paired with the confirmation rounds, the machine's share bounded and taken off; runner-up no excuse).
 
-* unchanged kernel: ``today`` = fresh samples against the locked ones (one measurement, the gate before
-  this change); ``robust`` = the same measurement, re-measured in fresh rounds before a failure, and
-  "incomparable" when this session's probes differ from the lock's beyond the tolerance, or when the
-  lock's runner-up (recorded in the lock session), timed beside the winner now, slowed alike;
-* slower edit (synthetic kernels): ``today`` = the edited kernel's samples against the locked ones;
-  ``robust`` = A/B as the gate does it: a runner per source, both workers pinned to one CPU, interleaved
-  rounds, and a suspected slowdown confirmed in two more blocks.
+A failure of an unchanged kernel is a false alarm; of a slowed one a detection; "incomparable" is neither.
 
-A failure of an unchanged kernel is a false alarm; a failure of a slowed one a detection. "incomparable"
-is neither (the robust gate's default policy warns and passes).
-
-    python benchmarks/bench_gate_robust.py [--runs 50] [--edit-runs 20] [--edits 0.30,0.15]
+    python benchmarks/bench_gate_robust.py [--runs 50] [--edit-runs 10] [--kernels compute,memory]
                                            [--json benchmarks/results/bench_gate_robust.json]
 """
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -45,196 +41,173 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT / "example_project" / "src"))
 
 from _common import environment, print_table, write_json  # noqa: E402
+from _gate_today import machine_differs, run_gate_today  # noqa: E402
 
+from pytest_autotune.engine.tuner import CONFIRM_ROUNDS, confirm, params_key  # noqa: E402
+from pytest_autotune.gate.probes import measure_cpu_probes, probe_sizes  # noqa: E402
 from pytest_autotune.gate.verdict import run_ab_gate, run_gate  # noqa: E402
 from pytest_autotune.measure.timing import MeasureOptions  # noqa: E402
-from pytest_autotune.gate.probes import compare_machines, measure_cpu_probes  # noqa: E402
 from pytest_autotune.runners import KernelSpec, make_runner  # noqa: E402
 from pytest_autotune.runners.isolation import sharing_one_cpu  # noqa: E402
-from pytest_autotune.runners.kernel import with_code  # noqa: E402
-from pytest_autotune.engine.tuner import CONFIRM_ROUNDS, confirm, params_key  # noqa: E402
 
-SYNTHETIC = r"""
-#define REPS {reps}
-void work(float *out, const float *in, int n) {{
+KERNEL = r"""
+#include "reps.h"
+void work(float *out, const float *in, int n) {
     for (int k = 0; k < REPS; k++)
         for (int i = 0; i < n; i += UNROLL)
             for (int j = 0; j < UNROLL && i + j < n; j++)
                 out[i + j] = out[i + j] * 0.5f + in[i + j];
-}}
+}
 """
-SYNTHETIC_SIZES = {"compute": (16384, 100), "memory": (4 << 20, 5)}
+HEADER = "#ifndef REPS\n#define REPS {reps}\n#endif\n"
+SIZES = {"compute": (16384, 100), "memory": (4 << 20, 5)}
+SLOWDOWNS = (1.3, 3.0)  # through the build's flags (-DREPS), source and headers untouched
+HEADER_EDIT = 0.30
+CONDITIONS = {"quiet": 0, "busy1": 1, "busy2": 2}
+LOCKED, RUNNER_UP = {"UNROLL": 1}, {"UNROLL": 2}
 
 
-def example_specs() -> dict[str, tuple[KernelSpec, dict[str, Any]]]:
-    """The example project's matmul and square stencil, at the parameters of its committed lock."""
-    from example_kernels import kernel_path, matmul_problem, rng, stencil_reference
-
-    lock = json.loads((ROOT / "example_project" / "autotune.lock" / "cpu-amd-epyc.json").read_text())["entries"]
-    args, expected = matmul_problem()
-    matmul = KernelSpec(kernel_path("matmul.c"), "matmul", 192, args, expected=expected, rtol=1e-4, atol=1e-3)
-    grid = rng(3).random((512, 512), dtype=np.float32)
-    out, tmp = np.zeros_like(grid), np.zeros_like(grid)
-    stencil = KernelSpec(kernel_path("stencil.c"), "stencil", (512, 512),
-                         [out, tmp, grid, np.int32(512), np.int32(512), np.int32(4)],
-                         expected=[stencil_reference(grid, 4), None, None, None, None, None], rtol=1e-5, atol=1e-5)
-    return {"matmul": (matmul, lock["tests/test_cpu_kernels.py::test_blocked_matmul::matmul"]),
-            "stencil": (stencil, lock["tests/test_cpu_kernels.py::test_stencil_square_and_wide::stencil_square"])}
+def spec_in(folder: Path, name: str, reps: int) -> KernelSpec:
+    """The kernel with its header in ``folder``/include (``reps`` written there)."""
+    inc = folder / "include"
+    inc.mkdir(parents=True, exist_ok=True)
+    (inc / "reps.h").write_text(HEADER.format(reps=reps))
+    (folder / "work.c").write_text(KERNEL)
+    n = SIZES[name][0]
+    return KernelSpec(str(folder / "work.c"), "work", n,
+                      [np.zeros(n, np.float32), np.linspace(0, 1, n, dtype=np.float32), np.int32(n)],
+                      compiler_options=[f"-I{inc}"])
 
 
-def synthetic_spec(name: str, reps: int) -> KernelSpec:
-    n = SYNTHETIC_SIZES[name][0]
-    return KernelSpec(SYNTHETIC.format(reps=reps), "work", n,
-                      [np.zeros(n, np.float32), np.linspace(0, 1, n, dtype=np.float32), np.int32(n)], lang="c")
+def runner(spec: KernelSpec, reps: int | None = None) -> Any:
+    flags = ("-O3",) + ((f"-DREPS={reps}",) if reps is not None else ())
+    return make_runner(spec, runner="c", measure=MeasureOptions(), flags=flags)
 
 
-def measure(spec: KernelSpec, params: dict[str, Any]) -> Callable[[], Any]:
-    """A fresh runner (a new worker process, as in a new pytest session) for each call."""
-    def run() -> Any:
-        runner = make_runner(spec, runner="c", measure=MeasureOptions())
-        try:
-            return runner.evaluate(params)
-        finally:
-            runner.close()
-    return run
+class Neighbours:
+    """Background processes each keeping one core busy (noisy tenants on a 2-core machine)."""
 
+    def __init__(self, count: int) -> None:
+        self.count, self.procs = count, []
 
-def ab_gate(name: str, entry: dict[str, Any], locked: KernelSpec, edited: KernelSpec, params: dict[str, Any],
-            tolerance: float, alpha: float) -> str:
-    """The product's A/B: one runner per source, alive for the comparison, both pinned to one CPU."""
-    with make_runner(locked, runner="c", measure=MeasureOptions()) as a, \
-            make_runner(edited, runner="c", measure=MeasureOptions()) as b, sharing_one_cpu(a, b):
-        return run_ab_gate(name, "bench", entry, lambda: a.evaluate(params), lambda: b.evaluate(params),
-                           tolerance, alpha).verdict
-
-
-class Neighbour:
-    """A background process keeping one core busy (a noisy tenant on a 2-core machine)."""
-
-    def __init__(self) -> None:
-        self.proc: subprocess.Popen | None = None
-
-    def __enter__(self) -> "Neighbour":
-        self.proc = subprocess.Popen([sys.executable, "-c", "while True:\n    pass"])
-        time.sleep(0.3)
+    def __enter__(self) -> "Neighbours":
+        self.procs = [subprocess.Popen([sys.executable, "-c", "while True:\n    pass"]) for _ in range(self.count)]
+        if self.procs:
+            time.sleep(0.3)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        assert self.proc is not None
-        self.proc.kill()
-        self.proc.wait()
+        for p in self.procs:
+            p.kill()
+            p.wait()
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=50, help="gate runs of each unchanged kernel per condition")
-    parser.add_argument("--edit-runs", type=int, default=20, help="gate runs of each slowed edit per condition")
-    parser.add_argument("--edits", default="0.30,0.15", help="slowdowns by source edit (synthetic kernels)")
-    parser.add_argument("--kernels", default="compute,memory,matmul,stencil")
+    parser.add_argument("--runs", type=int, default=50, help="gate runs per kernel, scenario and condition")
+    parser.add_argument("--edit-runs", type=int, default=10, help="runs of the header edit (A/B) per condition")
+    parser.add_argument("--kernels", default="compute,memory")
+    parser.add_argument("--conditions", default="quiet,busy1,busy2")
     parser.add_argument("--tolerance", type=float, default=0.10)
     parser.add_argument("--alpha", type=float, default=0.01)
     parser.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "bench_gate_robust.json"))
     args = parser.parse_args(argv)
-    edits = [float(x) for x in args.edits.split(",") if x.strip()]
     chosen = [k.strip() for k in args.kernels.split(",") if k.strip()]
+    conditions = [c.strip() for c in args.conditions.split(",") if c.strip()]
     env_before = environment(["numpy", "scipy", "pytest"])
+    load_before = os.getloadavg()
     started = time.perf_counter()
+    tmp = Path(tempfile.mkdtemp(prefix="bench-gate-robust-"))
 
-    kernels: dict[str, tuple[KernelSpec, dict[str, Any]]] = {}
-    runner_up: dict[str, dict[str, Any]] = {}  # the configuration the robust gate times beside the winner
+    # The lock, as tune() records it: winner and runner-up in confirmation rounds in one worker, the probes
+    # sized to the kernel (new gate) and at the default size (today's gate) measured in the same session.
+    lock_default_probes = measure_cpu_probes()
+    specs, entries, sizes = {}, {}, {}
     for name in chosen:
-        if name in SYNTHETIC_SIZES:
-            kernels[name] = (synthetic_spec(name, SYNTHETIC_SIZES[name][1]), {"UNROLL": 1})
-            runner_up[name] = {"UNROLL": 2}
-    for name, (spec, entry) in example_specs().items():
-        if name in chosen:
-            kernels[name] = (spec, entry["params"])
-            runner_up[name] = entry["runners_up"][0]["params"]
+        specs[name] = spec_in(tmp / name, name, SIZES[name][1])
+        with runner(specs[name]) as session:
+            session.evaluate(LOCKED)
+            pooled = confirm(session, [LOCKED, RUNNER_UP], CONFIRM_ROUNDS)
+        samples, up = pooled[params_key(LOCKED)], pooled[params_key(RUNNER_UP)]
+        assert samples and up, (name, "a configuration failed in the lock's confirmation rounds")
+        footprint = sum(a.nbytes for a in specs[name].args if hasattr(a, "shape"))
+        sizes[name] = probe_sizes(footprint, float(np.median(samples)))
+        entries[name] = {"params": LOCKED, "samples": samples, "stats": {"median": float(np.median(samples))},
+                         "runners_up": [{"params": RUNNER_UP, "samples": up}],
+                         "machine": measure_cpu_probes(**sizes[name])}
+        print(f"locked {name}: median {entries[name]['stats']['median']:.4g} ms n={len(samples)}; probes {sizes[name]}")
 
-    # The lock: quiet machine, one session (probes and samples side by side), recorded as ``tune()`` records
-    # it: the winner and its runner-up re-timed in interleaved confirmation rounds in one worker.
-    lock_probes = measure_cpu_probes()
-    entries = {}
-    for name, (spec, params) in kernels.items():
-        with make_runner(spec, runner="c", measure=MeasureOptions()) as session:
-            session.evaluate(params)  # the tuning session's worker is warm by the time it confirms
-            pooled = confirm(session, [params, runner_up[name]], CONFIRM_ROUNDS)
-        samples, up_samples = pooled[params_key(params)], pooled[params_key(runner_up[name])]
-        assert samples and up_samples, (name, "a configuration failed in the lock's confirmation rounds")
-        entries[name] = {"params": params, "samples": samples, "stats": {"median": float(np.median(samples))},
-                         "runners_up": [{"params": runner_up[name], "samples": up_samples}]}
-        print(f"locked {name}: {params}  median {entries[name]['stats']['median']:.4g} ms  n={len(samples)}, runner-up n={len(up_samples)}")
-    print(f"lock probes: {lock_probes}")
-
-    results: dict[tuple[str, str, str, str], list[str]] = defaultdict(list)  # (kernel, scenario, condition, gate)
-    probes_seen: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    seen: list[dict[str, Any]] = []  # the robust gate's non-passing verdicts of unchanged kernels
+    results: dict[tuple[str, str, str, str], list[str]] = defaultdict(list)
+    new_failures: list[dict[str, Any]] = []  # what the new gate said when it failed an unchanged kernel
+    loads: dict[str, list[float]] = defaultdict(list)
     for i in range(args.runs):
-        for condition in ("quiet", "neighbour"):
-            ctx = Neighbour() if condition == "neighbour" else None
-            if ctx:
-                ctx.__enter__()
-            try:
-                probes = measure_cpu_probes()  # once per gate session
-                probes_seen[condition].append(probes)
-                machine = compare_machines(lock_probes, probes, args.tolerance)
-                for name, (spec, params) in kernels.items():
-                    # one runner per gate session, as the plugin has: first measurement, confirmation rounds
-                    # and the runner-up beside the winner all in its worker
-                    with make_runner(spec, runner="c", measure=MeasureOptions()) as session:
-                        m = session.evaluate(params)
-                        today = run_gate(name, "bench", entries[name], m, args.tolerance, args.alpha)
-                        robust = run_gate(name, "bench", entries[name], m, args.tolerance, args.alpha,
-                                          remeasure=lambda: session.evaluate(params), machine=machine,
-                                          reference=session.evaluate)
-                    results[(name, "unchanged", condition, "today")].append(today.verdict)
-                    results[(name, "unchanged", condition, "robust")].append(robust.verdict)
-                    if robust.verdict in ("slower", "incomparable"):  # what the robust gate saw, for the note
-                        seen.append({"kernel": name, "condition": condition, "round": i, "verdict": robust.verdict,
-                                     "change_pct": round(robust.comparison.change_pct, 1), "notes": robust.notes})
-                    if name not in SYNTHETIC_SIZES or i >= args.edit_runs:
-                        continue
-                    for edit in edits:
-                        edited = with_code(spec, SYNTHETIC.format(reps=round(SYNTHETIC_SIZES[name][1] * (1 + edit))))
-                        slow = measure(edited, params)
-                        scenario = f"edit +{edit:.0%}"
-                        results[(name, scenario, condition, "today")].append(
-                            run_gate(name, "bench", entries[name], slow(), args.tolerance, args.alpha).verdict)
-                        results[(name, scenario, condition, "robust")].append(
-                            ab_gate(name, entries[name], spec, edited, params, args.tolerance, args.alpha))
-            finally:
-                if ctx:
-                    ctx.__exit__(None, None, None)
-        print(f"  round {i + 1}/{args.runs} ({time.perf_counter() - started:.0f} s)", flush=True)
+        for condition in conditions:
+            with Neighbours(CONDITIONS[condition]):
+                loads[condition].append(os.getloadavg()[0])
+                other_machine = {}  # today's gate: default-size probes once per session
+                today_probes = measure_cpu_probes()
+                for name in chosen:
+                    other_machine[name] = machine_differs(lock_default_probes, today_probes, args.tolerance)
+                    base = SIZES[name][1]
+                    for scenario, reps in [("unchanged", None), *((f"env x{f:g}", round(base * f)) for f in SLOWDOWNS)]:
+                        with runner(specs[name], reps) as session:
+                            m = session.evaluate(LOCKED)
+                            today = run_gate_today(entries[name], m, args.tolerance, args.alpha,
+                                                   lambda: session.evaluate(LOCKED), other_machine[name],
+                                                   session.evaluate)
+                            new = run_gate(name, "bench", entries[name], m, args.tolerance, args.alpha,
+                                           remeasure=lambda: session.evaluate(LOCKED),
+                                           probe=lambda: measure_cpu_probes(**sizes[name]))
+                        results[(name, scenario, condition, "today")].append(today)
+                        results[(name, scenario, condition, "new")].append(new.verdict)
+                        if scenario == "unchanged" and new.verdict != "pass":
+                            new_failures.append({"kernel": name, "condition": condition, "round": i,
+                                                 "verdict": new.verdict, "message": new.message.splitlines()[:3]})
+                    if i < args.edit_runs:  # the header edit, A/B as the product does it (locked header first)
+                        edited = spec_in(tmp / f"{name}-edit", name, round(base * (1 + HEADER_EDIT)))
+                        with runner(specs[name]) as a, runner(edited) as b, sharing_one_cpu(a, b):
+                            verdict = run_ab_gate(name, "bench", entries[name], lambda: a.evaluate(LOCKED),
+                                                  lambda: b.evaluate(LOCKED), args.tolerance, args.alpha).verdict
+                        results[(name, f"header +{HEADER_EDIT:.0%}", condition, "new")].append(verdict)
+        print(f"  round {i + 1}/{args.runs} ({time.perf_counter() - started:.0f} s, load {os.getloadavg()[0]:.1f})",
+              flush=True)
+        # written after every round: a run stopped early (a shared machine's time is short) keeps its rounds
+        summarise(args, argv, results, entries, sizes, loads, load_before, new_failures, env_before, started,
+                  rounds=i + 1, final=i + 1 == args.runs)
+    return 0
 
-    header = ["kernel", "scenario", "condition", "gate", "runs", "fail", "rate", "incomparable", "verdicts"]
+
+def summarise(args: Any, argv: list[str] | None, results: Any, entries: Any, sizes: Any, loads: Any,
+              load_before: Any, new_failures: Any, env_before: Any, started: float, rounds: int, final: bool) -> None:
+    header = ["kernel", "scenario", "condition", "gate", "runs", "fail", "rate", "incomparable"]
     table, rows = [], []
     for (name, scenario, condition, gate), verdicts in sorted(results.items()):
         counts = Counter(verdicts)
         fails = counts["slower"] + counts["broken"]
         kind = "false alarms" if scenario == "unchanged" else "detected"
         table.append([name, scenario, condition, gate, str(len(verdicts)), str(fails),
-                      f"{fails / len(verdicts):.0%} {kind}", str(counts["incomparable"]),
-                      ", ".join(f"{k}:{v}" for k, v in sorted(counts.items()))])
+                      f"{fails / len(verdicts):.0%} {kind}", str(counts["incomparable"])])
         rows.append({"kernel": name, "scenario": scenario, "condition": condition, "gate": gate,
                      "runs": len(verdicts), "failures": fails, "verdicts": dict(counts)})
-    print()
-    print_table(table, header, title=f"gate today vs robust: tolerance {args.tolerance:.0%}, alpha {args.alpha:g}")
-    probe_summary = {c: {p: [round(float(np.min([x[p] for x in v])), 3), round(float(np.median([x[p] for x in v])), 3),
-                             round(float(np.max([x[p] for x in v])), 3)] for p in ("bandwidth_gbs", "compute_gflops")}
-                     for c, v in probes_seen.items()}
-    print(f"lock probes {lock_probes}; gate probes min/median/max {probe_summary}")
+    if final:
+        print()
+        print_table(table, header, title=f"gate today vs new: tolerance {args.tolerance:.0%}, alpha {args.alpha:g}")
     payload = {"benchmark": "bench_gate_robust",
                "command": "python benchmarks/bench_gate_robust.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-               "settings": {"runs": args.runs, "edit_runs": args.edit_runs, "edits": edits, "tolerance": args.tolerance, "alpha": args.alpha,
-                            "kernels": {k: v[1] for k, v in kernels.items()}},
-               "lock": {k: {"params": e["params"], "median_ms": e["stats"]["median"]} for k, e in entries.items()},
-               "lock_probes": lock_probes, "gate_probes": probe_summary, "results": rows,
-               "robust_unchanged_not_passing": seen,
-               "environment_before": env_before, "environment_after": environment(),
-               "wall_s": time.perf_counter() - started}
-    print(f"\nwritten {write_json(Path(args.json), payload)} ({payload['wall_s']:.0f} s)")
-    return 0
+               "rounds_done": rounds,
+               "settings": {"runs": args.runs, "edit_runs": args.edit_runs, "tolerance": args.tolerance,
+                            "alpha": args.alpha, "kernels": list(entries), "conditions": list(loads),
+                            "slowdowns": list(SLOWDOWNS), "header_edit": HEADER_EDIT},
+               "lock": {k: {"median_ms": round(e["stats"]["median"], 5), "probe_sizes": sizes[k]}
+                        for k, e in entries.items()},
+               "load_1min": {"before": round(load_before[0], 2),
+                             **{c: [round(min(v), 2), round(float(np.median(v)), 2), round(max(v), 2)]
+                                for c, v in loads.items()}},
+               "results": rows, "new_gate_unchanged_not_passing": new_failures[:40],
+               "environment_before": env_before, "wall_s": round(time.perf_counter() - started, 1)}
+    path = write_json(Path(args.json), payload)
+    if final:
+        print(f"\nwritten {path} ({payload['wall_s']:.0f} s)")
 
 
 if __name__ == "__main__":
