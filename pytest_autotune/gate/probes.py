@@ -154,7 +154,10 @@ def _time_ratio_bounds(then: Sequence[float], now: Sequence[float]) -> tuple[flo
     point = float(np.percentile(b, QUANTILE) / np.percentile(a, QUANTILE))
     if a.size < 3 or b.size < 3:
         return point, point
-    res = bootstrap((a, b), lambda x, y, axis: np.percentile(y, QUANTILE, axis=axis) / np.percentile(x, QUANTILE, axis=axis),
+    def ratio(x: np.ndarray, y: np.ndarray, axis: int) -> np.ndarray:
+        return np.percentile(y, QUANTILE, axis=axis) / np.percentile(x, QUANTILE, axis=axis)
+
+    res = bootstrap((a, b), ratio,
                     n_resamples=N_RESAMPLES, confidence_level=CONFIDENCE, method="percentile",
                     vectorized=True, random_state=np.random.default_rng(0))
     lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)

@@ -118,7 +118,8 @@ def regression_message(kernel: str, nodeid: str, entry: Mapping[str, Any], cmp: 
                      f"{corrected.change_pct:+.0f}% beyond it")
     shown = corrected if corrected is not None else cmp
     lines += [
-        f"  tolerance {shown.tolerance_pct:.3g}%, Mann-Whitney U one-sided p = {shown.p_value:.3g} (alpha {shown.alpha:g})",
+        f"  tolerance {shown.tolerance_pct:.3g}%, Mann-Whitney U one-sided p = {shown.p_value:.3g} "
+        f"(alpha {shown.alpha:g})",
         f"  locked params: {dict(entry['params'])}",
         f"  if the slowdown is expected, re-tune with: {retune_command(nodeid)}",
     ]

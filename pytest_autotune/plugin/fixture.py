@@ -175,7 +175,8 @@ class Autotune:
                   "runner_options": runner_options}
         return self._run(_Kernel(label, hashes, inputs, lambda: make_runner(
             None, runner="callable", launch=launch, expected=expected, atol=atol, rtol=rtol, verify=verify,
-            sync=sync, measure=self.settings.measure, **runner_options), problem=describe_problem(problem_size, list(args)),
+            sync=sync, measure=self.settings.measure, **runner_options),
+            problem=describe_problem(problem_size, list(args)),
             footprint=_footprint(args)))
 
     def triton(self, kernel: Any, grid: Any, args: Sequence[Any], *, expected: Sequence[Any] | None = None,
@@ -569,7 +570,9 @@ class Autotune:
         headers = {name: load_source(path.parent, stored) for name, stored in (entry.get("headers") or {}).items()}
         if any(text is None for text in headers.values()):
             return None  # a stored header is missing (pruned by hand): no A/B
-        locked_runner = k.make_locked_runner(code, entry, _headers_dir(headers) if headers else None)  # type: ignore[misc]
+        # the locked headers, where the entry stored any (runners without headers take (code, entry) only)
+        extra = [_headers_dir(headers)] if headers else []
+        locked_runner = k.make_locked_runner(code, entry, *extra)  # type: ignore[misc]
         try:
             params = dict(entry["params"])
             with sharing_one_cpu(locked_runner, runner):

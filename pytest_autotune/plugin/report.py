@@ -115,7 +115,8 @@ def format_table(rows: Sequence[Mapping[str, Any]], width: int | None = None) ->
     lines = ["  ".join(h[:w].ljust(w) for h, w in zip(headers, widths)).rstrip()]
     lines.append("  ".join("-" * w for w in widths))
     for b in body:
-        cells = [shorten_nodeid(b[i], w) if COLUMNS[i] == "kernel" else _shorten(b[i], w) for i, w in zip(shown, widths)]
+        cells = [shorten_nodeid(b[i], w) if COLUMNS[i] == "kernel" else _shorten(b[i], w)
+                 for i, w in zip(shown, widths)]
         lines.append("  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip())
     return lines
 
