@@ -11,9 +11,11 @@ from example_kernels import LOCKDIR, MATMUL_DEFAULT, MATMUL_N, blocked_matmul, m
 
 def _locked_matmul_for_this_machine():
     """The matmul entry of this machine's lockfile, read directly (None when this CPU was never tuned)."""
+    from pytest_autotune.lock.devices import find_lockfile
     from pytest_autotune.runners.device import detect_cpu_device
 
-    path = LOCKDIR / f"{detect_cpu_device().slug}.json"
+    # as locked_params finds it: this CPU's lockfile name, or a lockfile whose recorded device is this CPU
+    path = find_lockfile(LOCKDIR, detect_cpu_device().slug)
     if not path.exists():
         return None
     entries = json.loads(path.read_text())["entries"]
