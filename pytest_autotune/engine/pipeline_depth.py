@@ -17,6 +17,10 @@ so far (compile over every candidate that compiled, device over those that
 reached it), so a few outliers do not swing it. Until ``warmup``
 evaluations are in it is P + 1: a search's first proposals are an initial
 design that does not depend on results anyway.
+
+With ``D`` devices (a cluster, :mod:`~pytest_autotune.engine.fleet`) each
+device needs the same: ``D * (1 + ceil(compile / device))``, at most
+``most`` (``D`` devices plus every compile worker of the cluster).
 """
 from __future__ import annotations
 
@@ -54,10 +58,12 @@ def stage_seconds(measurement: Measurement) -> tuple[float, float] | None:
 class PipelineDepth:
     """The pending depth for a pipeline of ``most - 1`` compile workers, from the stage costs measured so far."""
 
-    def __init__(self, most: int, warmup: int = 3):
-        if isinstance(most, bool) or not isinstance(most, (int, np.integer)) or most < 1:
-            raise ValueError(f"most must be a positive integer, got {most!r}")
+    def __init__(self, most: int, warmup: int = 3, devices: int = 1):
+        for name, value in (("most", most), ("devices", devices)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
         self.most = int(most)
+        self.devices = int(devices)
         self.warmup = int(warmup)
         self._compile: list[float] = []
         self._device: list[float] = []
@@ -82,10 +88,11 @@ class PipelineDepth:
         if self._observed < self.warmup or not self._device:
             return self.most
         compile_s = float(np.median(self._compile)) if self._compile else 0.0
-        return int(min(self.most, 1 + math.ceil(compile_s / float(np.median(self._device)))))
+        per_device = 1 + math.ceil(compile_s / float(np.median(self._device)))
+        return int(min(self.most, self.devices * per_device))
 
     def describe(self) -> dict[str, Any]:
         """What the depth rests on (for reports and benchmarks)."""
-        return {"depth": self.depth, "most": self.most, "evaluations": self._observed,
+        return {"depth": self.depth, "most": self.most, "devices": self.devices, "evaluations": self._observed,
                 "median_compile_s": float(np.median(self._compile)) if self._compile else None,
                 "median_device_s": float(np.median(self._device)) if self._device else None}

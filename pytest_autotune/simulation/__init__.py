@@ -6,7 +6,7 @@ evaluation would have cost on P compile workers and one device, so a whole
 search can be timed without a GPU (:mod:`.search`).
 """
 from .clock import NO_DEVICE, Charge, CostCharger, CostModel, Pipeline, Span
-from .search import SimulatedRun, replay_sequence, simulate_search
+from .search import SimulatedRun, replay_sequence, simulate_fleet_search, simulate_search
 
 __all__ = ["Charge", "CostModel", "Pipeline", "Span", "CostCharger", "SimulatedRun", "simulate_search",
-           "replay_sequence", "NO_DEVICE"]
+           "simulate_fleet_search", "replay_sequence", "NO_DEVICE"]

@@ -6,7 +6,8 @@ clock replays a search against them on the machine this project builds:
 
 * ``P`` **compile workers** (CPU cores) compile proposed candidates ahead, in
   the order they were proposed, each on the first worker that is free;
-* one **serial device** verifies a compiled candidate, runs its timed
+* one **serial device** (or ``D`` of them, a cluster: each measurement on the
+  device free first) verifies a compiled candidate, runs its timed
   iterations and pays its framework overhead (host-side setup and copies,
   serialised with the device: the conservative choice);
 * the **host** thread runs the strategy and the evaluator; the time it spends
@@ -148,24 +149,37 @@ class Span:
 
 
 class Pipeline:
-    """``workers`` compile workers and one serial device on a simulated clock (seconds from 0).
+    """``workers`` compile workers and ``devices`` devices on a simulated clock (seconds from 0).
 
     ``now`` is the host thread's time: it advances when the host thinks
-    (:meth:`think`) and when it waits for a result (:meth:`measure`).
-    Compiles queue on the first free worker in submission order.
+    (:meth:`think`) and when it waits for a result (:meth:`measure`, or
+    :meth:`wait_until` when ``host_waits`` is False: a driver of several
+    devices starts one evaluation per free device and waits for the first
+    result, :func:`~pytest_autotune.simulation.search.simulate_fleet_search`).
+    Compiles queue on the first free worker in submission order; a measurement
+    goes to the device free first. With one device and ``host_waits`` this is
+    the clock of one serial device, as before devices were counted.
     """
 
-    def __init__(self, workers: int = 1, keep_spans: bool = True):
-        if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
-            raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    def __init__(self, workers: int = 1, keep_spans: bool = True, *, devices: int = 1, host_waits: bool = True):
+        for name, value in (("workers", workers), ("devices", devices)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
         self.workers = int(workers)
+        self.devices = int(devices)
+        self.host_waits = bool(host_waits)
         self.now = 0.0
-        self.device_free = 0.0
         self._free = [(0.0, i) for i in range(self.workers)]  # (time the worker is free, worker index)
+        self._device_free = [(0.0, i) for i in range(self.devices)]  # (time the device is free, device index)
         self._compiled: dict[Hashable, float] = {}
         self.keep_spans = keep_spans
         self.spans: list[Span] = []
         self.busy = {"compile": 0.0, "device": 0.0, "host": 0.0}
+
+    @property
+    def device_free(self) -> float:
+        """When the first device is free."""
+        return self._device_free[0][0]
 
     def _span(self, key: Hashable, what: str, where: str, start: float, end: float) -> None:
         self.busy[what if what != "think" else "host"] += end - start
@@ -177,6 +191,10 @@ class Pipeline:
         seconds = max(float(seconds), 0.0)
         self._span(key, "think", "host", self.now, self.now + seconds)
         self.now += seconds
+
+    def wait_until(self, moment: float) -> None:
+        """The host waits for a result known at ``moment`` (a driver of several devices)."""
+        self.now = max(self.now, float(moment))
 
     def compile(self, key: Hashable, seconds: float) -> float:
         """Start compiling ``key`` now (or when a worker frees up); returns when it is done. Once per key."""
@@ -198,18 +216,24 @@ class Pipeline:
         return self._compiled.get(key, 0.0)
 
     def measure(self, key: Hashable, seconds: float, reaches_device: bool = True) -> tuple[float, float]:
-        """The host waits for ``key``'s compile, then for the device to run it; returns the device (start, end)."""
+        """``key`` runs, once compiled, on the device free first; returns the device (start, end).
+
+        With ``host_waits`` the host waits for the result (``now`` becomes its end)."""
         ready = self._compiled.get(key)
         if ready is None:
             raise KeyError(f"{key!r} was never compiled")
         if not reaches_device:
-            self.now = max(self.now, ready)
-            return self.now, self.now
-        start = max(self.now, ready, self.device_free)
+            done = max(self.now, ready)
+            if self.host_waits:
+                self.now = done
+            return done, done
+        free_at, device = heapq.heappop(self._device_free)
+        start = max(self.now, ready, free_at)
         end = start + max(float(seconds), 0.0)
-        self.device_free = end
-        self._span(key, "device", "device", start, end)
-        self.now = end
+        heapq.heappush(self._device_free, (end, device))
+        self._span(key, "device", "device" if self.devices == 1 else f"device-{device}", start, end)
+        if self.host_waits:
+            self.now = end
         return start, end
 
 

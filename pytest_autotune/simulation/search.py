@@ -6,6 +6,8 @@ that carries a clock; :func:`replay_sequence` charges another tuner's evaluation
 """
 from __future__ import annotations
 
+import heapq
+import itertools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Sequence
 
@@ -18,7 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..strategies.base import Strategy
     from .replay import ReplayRunner
 
-__all__ = ["SimulatedRun", "simulate_search", "replay_sequence"]
+__all__ = ["SimulatedRun", "simulate_search", "simulate_fleet_search", "replay_sequence"]
 
 
 @dataclass
@@ -124,6 +126,86 @@ def simulate_search(strategy: "Strategy", runner: "ReplayRunner", budget: int, *
     finally:
         search.close()
     return _finish(run, runner.charger.pipeline, reason)
+
+
+def simulate_fleet_search(strategy: "Strategy", runner: "ReplayRunner", budget: int, *, batch_size: int = 1,
+                          stop_below: float | None = None, depth: "PipelineDepth | None" = None,
+                          early_stop: bool = False, ready_first: bool = True) -> SimulatedRun:
+    """:func:`simulate_search` on a cluster: the runner's clock has ``D`` devices, and the driver keeps each busy.
+
+    As :class:`~pytest_autotune.engine.fleet.FleetEvaluator` drives a cluster:
+    up to ``batch_size`` proposals pending, compiled ahead; whenever a device is
+    free the first compiled pending one not yet started goes to it; the host
+    waits for the first result to come back and tells it (results arrive in
+    any order). The clock must let the host go on while devices run
+    (``Pipeline(..., devices=D, host_waits=False)``). With one device this is
+    :func:`simulate_search`, evaluation for evaluation.
+    """
+    from ..measure.timing import EarlyStop
+    from ..strategies.batch import BatchSearch, proposal_key
+
+    charger = runner.charger
+    if charger is None:
+        raise ValueError("simulate_fleet_search needs a ReplayRunner with a clock (ReplayRunner(..., clock=P))")
+    pipe = charger.pipeline
+    if pipe.host_waits:
+        raise ValueError("simulate_fleet_search needs a clock whose host does not wait on the device "
+                         "(Pipeline(..., host_waits=False))")
+    space = strategy.space
+    search = BatchSearch(strategy, budget, batch_size)
+    if depth is not None:
+        search.resize(min(depth.depth, batch_size))
+    run = SimulatedRun()
+    charger.restart_host_timer()
+    reason = "budget of evaluations spent"
+    best_timed: float | None = None
+    running: list[tuple[float, int, object, int, float | None, float, float, bool]] = []  # a heap by done time
+    started: set[object] = set()
+    order = itertools.count()
+    try:
+        while len(run.rows) < budget:
+            asked = search.ask()
+            fresh = [row for row in (proposal_key(space, p)[1] for p in asked) if row >= 0]
+            if fresh:
+                runner.prefetch([space.get(row) for row in fresh])
+            if not search.pending:
+                reason = search.stop_reason or "strategy finished"
+                break
+            waiting = [p for p in search.pending if proposal_key(space, p)[0] not in started]
+            while waiting and len(running) < pipe.devices:
+                rows = [proposal_key(space, p)[1] for p in waiting]
+                proposal = waiting.pop(charger.first_ready(rows) if ready_first and len(rows) > 1 else 0)
+                key, row = proposal_key(space, proposal)
+                started.add(key)
+                if row >= 0:
+                    cutoff = EarlyStop.after_best(best_timed) if early_stop else None
+                    m = runner.evaluate(space.get(row), stop=cutoff)
+                    value, simulated = (m.value if m.ok else None), m.extra["simulated"]
+                    done, (compile_s, device_s) = simulated["done_s"], split_stages(simulated["stages_s"])
+                    stopped = bool(m.early_stopped)
+                else:  # outside the restrictions: rejected before compiling, at no cost
+                    value, done, compile_s, device_s, stopped = None, pipe.now, 0.0, 0.0, False
+                heapq.heappush(running, (done, next(order), proposal, row, value, compile_s, device_s, stopped))
+            done, _, proposal, row, value, compile_s, device_s, stopped = heapq.heappop(running)
+            started.discard(proposal_key(space, proposal)[0])
+            pipe.wait_until(done)
+            if value is not None and not stopped and (best_timed is None or value < best_timed):
+                best_timed = value
+            run.compile_s.append(compile_s)
+            run.device_s.append(device_s)
+            search.tell(proposal, value)
+            if depth is not None and row >= 0:
+                depth.observe(compile_s, device_s)
+                search.resize(min(depth.depth, batch_size))
+            run.rows.append(row)
+            run.values.append(value)
+            run.done_s.append(done)
+            if stop_below is not None and value is not None and value <= stop_below:
+                reason = "target reached"
+                break
+    finally:
+        search.close()
+    return _finish(run, pipe, reason)
 
 
 def replay_sequence(recorded: RecordedSpace, rows: Sequence[int], think_s: Sequence[float], *,
