@@ -123,7 +123,7 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
          confirm_top: int = CONFIRM_TOP, batch_size: int = 1,
          prefetch: Callable[[list[dict[str, Any]]], None] | None = None,
          compile_workers: int | None = None, early_stop: bool = True,
-         stop_systematic: bool = True) -> TuneResult:
+         stop_systematic: bool = True, cluster: Any = None) -> TuneResult:
     """Search ``params`` under ``restrictions`` with ``strategy`` on ``runner``; return the verified winner.
 
     ``budget`` is a number of unique evaluations or a duration (``"90s"``).
@@ -155,6 +155,10 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
     syntax error: the first configurations and a contrast all fail alike)
     ends the search at once with a TuneError naming it
     (:mod:`~pytest_autotune.engine.systematic`).
+    ``cluster`` (``"ray"``, a Ray address, or a
+    :class:`~pytest_autotune.engine.cluster.ClusterSpec`): search on every
+    device of a Ray cluster at once (:mod:`~pytest_autotune.engine.cluster`);
+    the finalists are then re-timed on one device.
     """
     if space is None:
         if params is None:
@@ -169,6 +173,15 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
         search.profiler = runner.profile  # type: ignore[attr-defined]
     first = [incumbent] if incumbent is not None else []
     seed_rows = [row for row in (space.find(dict(p)) for p in [*first, *seeds]) if row >= 0]
+    if cluster is not None:
+        from .cluster import tune_on_cluster  # Ray only where a cluster is asked for
+
+        return tune_on_cluster(runner, cluster, space, search, budget, cache=cache, on_record=on_record,
+                               seeds=seed_rows, early_stop=early_stop and stops_early(runner),
+                               stop_systematic=stop_systematic, finish=lambda history, finishing, extra: _finish(
+                                   finishing, search, space, history, incumbent=incumbent, seed=seed,
+                                   keep_outputs=keep_outputs, runners_up=runners_up, confirm_top=confirm_top,
+                                   confirm_rounds=confirm_rounds, extra=extra))
     with compile_ahead(runner, compile_workers) as compiling:
         batch_size, prefetch = pipelined(batch_size, prefetch, compiling, compile_workers)
         # compiling ahead (a pool, or the caller's prefetch): only as many pending as keep the device busy
@@ -181,6 +194,14 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
                               early_stop=early_stop and stops_early(runner), depth=depth, first_ready=first_ready,
                               stop_systematic=stop_systematic)
         history = evaluator.run(search)
+    return _finish(runner, search, space, history, incumbent=incumbent, seed=seed, keep_outputs=keep_outputs,
+                   runners_up=runners_up, confirm_top=confirm_top, confirm_rounds=confirm_rounds)
+
+
+def _finish(runner: Runner, search: Strategy, space: SearchSpace, history: SearchHistory, *,
+            incumbent: Mapping[str, Any] | None, seed: int | None, keep_outputs: bool, runners_up: int,
+            confirm_top: int, confirm_rounds: int, extra: dict[str, Any] | None = None) -> TuneResult:
+    """After the search: confirm the finalists on ``runner``, pick and re-measure the winner."""
     ranked = history.ranked()
     if not ranked:
         raise TuneError(no_success_message(history), history)
@@ -207,7 +228,7 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
         measurement=best.measurement, history=history, runners_up=others[:runners_up],
         strategy={"name": search.name, "hyperparameters": search.hyperparameters(), "seed": seed},
         device=runner.device(), space=space, outputs=outputs, confirmation=confirmation,
-        incumbent=dict(incumbent) if incumbent is not None else None)
+        incumbent=dict(incumbent) if incumbent is not None else None, extra=dict(extra or {}))
 
 
 def stops_early(runner: Runner) -> bool:

@@ -46,6 +46,8 @@ INI_OPTIONS = {
                             "(true/false)", "true"),
     "autotune_require_device": ("a kernel without a usable device fails its test instead of skipping it, when "
                                 "tuning and gating (true/false)", "false"),
+    "autotune_ray": ("tune on every device of a Ray cluster: ray (the cluster Ray finds) or its address; empty = "
+                     "this machine's one device", ""),
 }
 TRUE_WORDS, FALSE_WORDS = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 
@@ -121,6 +123,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--autotune-require-device", action="store_true", default=None,
                     help="a GPU job: a kernel with no usable device (no CuPy, broken driver) fails its test instead "
                          "of skipping it, when tuning and gating (ini: autotune_require_device)")
+    group.addoption("--autotune-ray", nargs="?", const="ray", default=None, metavar="ADDRESS",
+                    help="tune each kernel on every device of a Ray cluster at once (the one RAY_ADDRESS names or "
+                         "ADDRESS; pip install 'pytest-autotune[ray]'; ini: autotune_ray)")
     for name, (help_text, default) in INI_OPTIONS.items():
         parser.addini(name, help_text, default=default)
 
@@ -184,6 +189,18 @@ def _require_device(config: pytest.Config) -> bool:
     return raw in TRUE_WORDS
 
 
+def _cluster(config: pytest.Config) -> str | None:
+    """``--autotune-ray[=ADDRESS]`` (else the ini option): where to tune; None = here. One driver per cluster:
+    pytest-xdist workers would each claim every device."""
+    raw, where = config.getoption("autotune_ray"), "--autotune-ray"
+    if raw is None:
+        raw, where = str(config.getini("autotune_ray")).strip() or None, "ini option autotune_ray"
+    if raw is not None and hasattr(config, "workerinput"):
+        raise pytest.UsageError(f"{where}: a cluster tuning drives every device of the cluster from one process; "
+                                "run it without pytest-xdist (-n)")
+    return raw
+
+
 def _early_stop_default(config: pytest.Config) -> bool:
     if config.getoption("autotune_no_early_stop"):
         return False
@@ -222,7 +239,8 @@ def _resolve_options(config: pytest.Config) -> Options:
                    plots=Path(opt("autotune_plots")) if opt("autotune_plots") else None, devices=devices,
                    defaults=defaults, verbosity=config.get_verbosity(),
                    is_worker=hasattr(config, "workerinput"), incomparable=incomparable,
-                   compile_workers=_compile_workers(config), require_device=_require_device(config))
+                   compile_workers=_compile_workers(config), require_device=_require_device(config),
+                   cluster=_cluster(config))
 
 
 def pytest_configure(config: pytest.Config) -> None:

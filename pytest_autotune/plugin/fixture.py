@@ -36,6 +36,7 @@ from ..measure.timing import TimingStats
 from ..gate.probes import GPU_PROBE_VERSION, PROBE_VERSION, probe_measure, probe_sizes, probes_for
 from ..gate.retune import RetuneDecision, decide
 from ..runners import make_runner
+from ..engine.cluster import ClusterError
 from ..errors import BackendUnavailable, SpecError
 from ..runners.isolation import sharing_one_cpu
 from .scratch import ScratchCache, fingerprint
@@ -379,7 +380,8 @@ class Autotune:
         try:
             result = tune(runner, space=space, strategy=s.strategy, budget=s.budget, seed=s.seed,
                           cache=cached, on_record=on_record, incumbent=incumbent, seeds=warm.seeds if warm else (),
-                          compile_workers=opts.compile_workers, early_stop=s.measure.early_stop)
+                          compile_workers=opts.compile_workers, early_stop=s.measure.early_stop,
+                          cluster=opts.cluster)
         except TuneError as exc:
             self._row(k.label, "tune", "failed", message=str(exc), failures=exc.history.failures() if exc.history else {},
                       failure_examples=first_failures(exc.history) if exc.history else {},
@@ -387,6 +389,11 @@ class Autotune:
                       evaluations=len(exc.history.records) if exc.history else 0,
                       budget=total or s.budget_text, lockfile=str(path))
             raise _failed(f"autotune: {self.item.nodeid}::{k.label}: {exc}") from None
+        except (ClusterError, BackendUnavailable, SpecError) as exc:
+            if opts.cluster is None:
+                raise
+            # the cluster (--autotune-ray) cannot run it: the flag and the reason, not the plugin's traceback
+            raise _failed(f"autotune: {self.item.nodeid}::{k.label}: --autotune-ray={opts.cluster}: {exc}") from None
         locked_now = result.confirmed_samples(incumbent) if incumbent is not None else None
         reasons = self._rewrite_reasons(k, old, device) + ([f"re-keyed from {old_key}"] if old_key else [])
         decision = decide(old, reasons, result.params, list(result.stats.samples),

@@ -33,6 +33,7 @@ class Options:
     incomparable: str = "warn"  # warn (pass, loudly) | skip | fail
     compile_workers: int = 1  # compile workers ahead of the device stage (1 = compile inline)
     require_device: bool = False  # no usable device fails the test (tune and gate) instead of skipping it
+    cluster: str | None = None  # --autotune-ray: "ray" or a Ray address (tune on every device of the cluster)
 
 
 def eta(done: int, budget: int | None, elapsed: float) -> str:

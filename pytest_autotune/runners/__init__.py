@@ -143,7 +143,12 @@ def make_runner(spec: Any, runner: str | None = None, **options: Any) -> Runner:
     if runner is not None and name in ("cupy", "pycuda", "c", "opencl") and not backend_available(name):
         raise BackendUnavailable(f"runner {name!r} is not available here (library or compiler missing)")
     _check_opencl_only(spec, name)
-    return factory(spec, **options)
+    made = factory(spec, **options)
+    try:  # how to build it again elsewhere: a cluster device (runners/remote.py)
+        made.made_with = (spec, dict(options))  # type: ignore[attr-defined]
+    except AttributeError:
+        pass
+    return made
 
 
 __all__ = [

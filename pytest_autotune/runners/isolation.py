@@ -65,7 +65,7 @@ from ..results import FailureKind, Measurement
 from .device import DeviceInfo
 from ..errors import BackendUnavailable, SpecError
 from ..measure.verify import verify_outputs
-from .compile_pool import CompilePool, CompileStage
+from .compile_pool import CompiledArtefact, CompilePool, CompileStage
 from .executor import SLOW_PHASES, Executor
 from .worker import HeartbeatBoard
 
@@ -506,6 +506,20 @@ class HostedRunner:
             return self._impl.evaluate(params, keep_outputs=keep_outputs, artefact=artefact, **more)
         finally:
             self._impl.timing_window = nullcontext
+
+    def evaluate_compiled(self, params: Mapping[str, Any], artefact: CompiledArtefact, keep_outputs: bool = False,
+                          stop: EarlyStop | None = None) -> Measurement:
+        """The device stage alone, for an ``artefact`` compiled elsewhere (a cluster's compile task): a failed
+        compile never reaches the device; otherwise load, verify and time as :meth:`evaluate` does."""
+        if not artefact.ok:
+            return artefact.failed_measurement(params)
+        start = perf_counter()
+        more: dict[str, Any] = {"stop": stop} if stop is not None else {}
+        measurement = self._impl.evaluate(params, keep_outputs=keep_outputs, artefact=artefact, **more)
+        if self._parent_spec is not None and measurement.ok:
+            measurement = self._verify_here(measurement, keep_outputs)
+        measurement.timings.setdefault("wall_s", perf_counter() - start)
+        return measurement
 
     def evaluate(self, params: Mapping[str, Any], keep_outputs: bool = False,
                  stop: EarlyStop | None = None) -> Measurement:
