@@ -58,6 +58,7 @@ import concurrent.futures as cf
 import gc
 import json
 import math
+import os
 import sys
 import time
 import traceback
@@ -78,7 +79,8 @@ from benchmarks.bench_strategies import (DEFAULT_SPACES, SpaceInfo, StrategySpec
 from pytest_autotune import datasets  # noqa: E402
 from pytest_autotune.simulation.replay import ReplayRunner  # noqa: E402
 from pytest_autotune.engine.pipeline_depth import PipelineDepth  # noqa: E402
-from pytest_autotune.simulation import CostModel, SimulatedRun, replay_sequence, simulate_search  # noqa: E402
+from pytest_autotune.simulation import (CostModel, Pipeline, SimulatedRun, replay_sequence,  # noqa: E402
+                                       simulate_fleet_search, simulate_search)
 from pytest_autotune.strategies import make_strategy  # noqa: E402
 from pytest_autotune.strategies.base import StrategyError  # noqa: E402
 
@@ -102,6 +104,21 @@ def parse_workers(text: str) -> list[int]:
     if not out or out[0] < 1:
         raise SystemExit(f"--workers: every worker count must be at least 1, got {text!r}")
     return out
+
+
+def parse_devices(text: str) -> list[int]:
+    try:
+        out = sorted({int(x) for x in text.split(",") if x.strip()})
+    except ValueError:
+        raise SystemExit(f"--devices: {text!r} is not a comma-separated list of integers") from None
+    if not out or out[0] < 1:
+        raise SystemExit(f"--devices: every device count must be at least 1, got {text!r}")
+    return out
+
+
+def label_of(base: str, workers: int, devices: int) -> str:
+    """``auto@8`` on one device (the labels of earlier results), ``auto@8x4`` on 4 devices of 8 compile workers each."""
+    return f"{base}@{workers}" if devices == 1 else f"{base}@{workers}x{devices}"
 
 
 def cap_of(space: SpaceInfo, factor: float, minimum: int) -> int:
@@ -159,13 +176,19 @@ def run_task(task: Mapping[str, Any]) -> dict[str, Any]:
                 strategy = anchors.OptunaTPE(rec.space, seed=task["seed"], **spec.hyperparameters)
             else:
                 strategy = make_strategy({"name": spec.name, **spec.hyperparameters}, rec.space, seed=task["seed"])
-            runner = ReplayRunner(rec, clock=workers)
+            devices = int(task.get("devices", 1))
+            # D devices of `workers` compile workers each (a cluster, driven as engine/fleet.py drives one)
+            clock = workers if devices == 1 else Pipeline(workers * devices, devices=devices, host_waits=False)
+            runner = ReplayRunner(rec, clock=clock)
             runner.charger.timer = time.thread_time  # the host's CPU time: contention on this machine not charged
-            batch = 1 if spec.kind == "optuna" else workers + 1
-            depth = PipelineDepth(batch) if task.get("window", "adaptive") == "adaptive" and batch > 1 else None
-            run = simulate_search(strategy, runner, task["cap"], batch_size=batch, stop_below=stop, depth=depth,
-                                  ready_first=task.get("order", "first-ready") == "first-ready",
-                                  early_stop=task.get("early_stop", True))
+            batch = 1 if spec.kind == "optuna" else devices * (workers + 1)
+            depth = PipelineDepth(batch, devices=devices) \
+                if task.get("window", "adaptive") == "adaptive" and batch > 1 else None
+            simulate = simulate_search if devices == 1 else simulate_fleet_search
+            run = simulate(strategy, runner, task["cap"], batch_size=batch, stop_below=stop, depth=depth,
+                           ready_first=task.get("order", "first-ready") == "first-ready",
+                           early_stop=task.get("early_stop", True))
+            out["score_at_B"] = _score_at(run, task["B"], rec.optimum, task["median"])
             if spec.kind == "optuna":  # cache the order and the measured compute, as for Kernel Tuner
                 out["anchor"] = _optuna_record(run, runner)
         out.update(_summary(run, optimum))
@@ -175,6 +198,15 @@ def run_task(task: Mapping[str, Any]) -> dict[str, Any]:
         gc.unfreeze()
     out["real_s"] = time.perf_counter() - t0
     return out
+
+
+def _score_at(run: SimulatedRun, evaluations: int, optimum: float, median: float) -> float | None:
+    """Search quality per evaluation: (median - best of the first ``evaluations``) / (median - optimum), the
+    strategy benchmark's score (1 = the optimum; a run that stopped at the 1% target keeps its best)."""
+    found = [v for v in run.values[:evaluations] if v is not None]
+    if not found or median <= optimum:
+        return None
+    return float((median - min(found)) / (median - optimum))
 
 
 def _optuna_record(run: SimulatedRun, runner: ReplayRunner) -> dict[str, Any]:
@@ -274,6 +306,9 @@ def summarise(results: Sequence[Mapping[str, Any]], labels: Sequence[str],
             cell["t5_s"] = [r["t5"] for r in runs]
             cell["t1_s"] = [r["t1"] for r in runs]
             cell["real_s_mean"] = float(np.mean([r["real_s"] for r in runs]))
+            scores = [r["score_at_B"] for r in runs if r.get("score_at_B") is not None]
+            if scores:
+                cell["score_at_B_median"] = float(np.median(scores))
             entry[label] = cell
         per_space[s.name] = entry
     aggregate: dict[str, Any] = {}
@@ -345,6 +380,50 @@ def targets(summary: Mapping[str, Any], ours_labels: Sequence[str], kt_labels: S
     return out
 
 
+def scaling(summary: Mapping[str, Any], fleet: Sequence[tuple[str, int, int]], kt_best: str | None) -> list[dict]:
+    """Per label on D devices: speed-up in time to 5% over the same strategy and workers on one device (median over
+    spaces of the per-space ratio), its fraction of linear, the speed-up over Kernel Tuner's best sequential
+    strategy, evaluations to 5% and the score after B evaluations (what a wider batch costs in search quality)."""
+    agg, per_space = summary["aggregate"], summary["spaces"]
+    one = {(lab.rsplit("@", 1)[0], w): lab for lab, w, d in fleet if d == 1}
+    rows = []
+    for label, w, d in fleet:
+        if label not in agg:
+            continue
+        base = one.get((label.rsplit("@", 1)[0], w))
+        cells = [c[label] for c in per_space.values() if label in c]
+        row: dict[str, Any] = {"label": label, "devices": d, "workers_per_device": w,
+                               "t5_median_s": agg[label]["t5_median_s"], "t1_median_s": agg[label]["t1_median_s"],
+                               "t5_median_evals": _median([c["t5_median_evals"] for c in cells
+                                                           if c["t5_median_evals"] is not None]),
+                               "score_at_B_median": _median([c["score_at_B_median"] for c in cells
+                                                             if "score_at_B_median" in c])}
+        if base is not None and base in agg:
+            sp = _median(speedups(per_space, label, base))
+            row["speedup_over_1_device"] = sp
+            row["fraction_of_linear"] = None if sp is None else sp / d
+        if kt_best is not None:
+            row["speedup_vs_kt_best"] = _median(speedups(per_space, label, kt_best))
+        if d == 8:
+            row["target"] = ">= 0.6 of linear over 1 device and >= 25x Kernel Tuner's best sequential strategy"
+            row["met"] = (row.get("fraction_of_linear") or 0) >= 0.6 and (row.get("speedup_vs_kt_best") or 0) >= 25
+        rows.append(row)
+    return rows
+
+
+def format_scaling(rows: Sequence[Mapping[str, Any]], kt_best: str | None) -> None:
+    def f(v: Any, fmt: str) -> str:
+        return "-" if v is None else format(v, fmt)
+
+    table = [[r["label"], str(r["devices"]), _fmt_s(r["t5_median_s"]), f(r.get("speedup_over_1_device"), ".2f"),
+              f(r.get("fraction_of_linear"), ".2f"), f(r.get("speedup_vs_kt_best"), ".1f"),
+              f(r["t5_median_evals"], ".0f"), f(r["score_at_B_median"], ".3f"),
+              {True: "met", False: "NOT met"}.get(r.get("met"), "")] for r in rows]
+    print_table(table, ["ours", "D", "t5 med", "x 1 dev", "of linear", f"x {kt_best or 'kt'}", "evals to 5%",
+                        "score@B", "target"],
+                title="scaling over D devices (time to 5%: medians over spaces of per-space medians)")
+
+
 # -- output ------------------------------------------------------------------------------------------------------
 
 
@@ -396,15 +475,17 @@ def format_targets(t: Mapping[str, Any]) -> None:
 # -- main ----------------------------------------------------------------------------------------------------------
 
 
-def build_labels(args: argparse.Namespace, workers: Sequence[int]) -> list[tuple[str, StrategySpec, int]]:
-    out: list[tuple[str, StrategySpec, int]] = []
+def build_labels(args: argparse.Namespace, workers: Sequence[int],
+                 devices: Sequence[int] = (1,)) -> list[tuple[str, StrategySpec, int, int]]:
+    """(label, strategy, compile workers per device, devices) of every configuration to run."""
+    out: list[tuple[str, StrategySpec, int, int]] = []
     for text in split_specs(args.strategies) if args.strategies.strip() else []:
         spec = parse_strategy_spec(text)
         if spec.kind != "ours":
             raise StrategyError(f"--strategies takes our strategies; use --kernel-tuner / --optuna for {text!r}")
         validate_spec(spec)
         mark = ("+" if args.window == "full" else "") + ("=" if args.order == "proposal" else "")
-        out.extend((f"{spec.label}{mark}@{w}", spec, w) for w in workers)
+        out.extend((label_of(f"{spec.label}{mark}", w, d), spec, w, d) for d in devices for w in workers)
     if args.kernel_tuner != "none":
         if not anchors.have_kernel_tuner():
             _log("Kernel Tuner is not installed (pip install -e '.[bench]'): its strategies are skipped")
@@ -414,13 +495,13 @@ def build_labels(args: argparse.Namespace, workers: Sequence[int]) -> list[tuple
             for name in names:
                 spec = parse_strategy_spec(f"kt:{name}")
                 validate_spec(spec)
-                out.append((f"{spec.label}@1", spec, 1))
+                out.append((f"{spec.label}@1", spec, 1, 1))
     if args.optuna:
         if not anchors.have_optuna():
             _log("Optuna is not installed (pip install -e '.[bench]'): optuna:tpe is skipped")
         else:
             spec = parse_strategy_spec("optuna:tpe")
-            out.append(("optuna:tpe@1", spec, 1))
+            out.append(("optuna:tpe@1", spec, 1, 1))
     return out
 
 
@@ -430,7 +511,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--spaces", type=Path, default=DEFAULT_SPACES,
                    help="folder laid out like ../shared/data/spaces (default: %(default)s); skipped when absent")
     p.add_argument("--only", help="comma-separated glob patterns of space names")
-    p.add_argument("--workers", default="1,4,8,16", help="compile-worker counts for ours (default: %(default)s)")
+    p.add_argument("--workers", default="1,4,8,16", help="compile-worker counts for ours, per device "
+                   "(default: %(default)s)")
+    p.add_argument("--devices", default="1", help="device counts for ours: a simulated cluster of D devices with "
+                   "--workers compile workers each, driven as the Ray backend drives one; labels auto@8x4 "
+                   "(default: %(default)s)")
     p.add_argument("--strategies", default="auto", help="our strategies, comma-separated (default: %(default)s)")
     p.add_argument("--kernel-tuner", default="default", metavar="LIST",
                    help="Kernel Tuner strategies: 'default' (all but bayes_opt), 'all', 'none' or a list")
@@ -463,11 +548,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             not args.budget_factor > 0:
         p.error("--runs, --anchor-runs, --optuna-runs, --jobs, --min-budget and --budget-factor must be positive")
     workers = parse_workers(args.workers)
+    devices = parse_devices(args.devices)
     if not args.spaces.is_dir():
         print(f"no folder of recorded spaces at {args.spaces}: nothing to do")
         return 0
     try:
-        labelled = build_labels(args, workers)
+        labelled = build_labels(args, workers, devices)
     except StrategyError as exc:
         p.error(str(exc))
     files = select_files(args.spaces, args.only)
@@ -492,10 +578,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             "cap": cap_of(s, args.budget_factor, args.min_budget), "B": s.budget, "N": s.n_configs,
             "optimum_ms": s.optimum,
         }
-        for label, spec, w in labelled:
+        for label, spec, w, d in labelled:
             for seed in seeds[:seeds_of.get(spec.kind, args.runs)]:
                 cap = cap_of(s, args.budget_factor, args.min_budget)
-                task = {"space": s.name, "path": str(f), "label": label, "spec": spec, "workers": w, "seed": seed,
+                task = {"space": s.name, "path": str(f), "label": label, "spec": spec, "workers": w, "devices": d,
+                        "seed": seed, "B": s.budget, "median": s.median,
                         "cap": cap, "window": args.window, "order": args.order, "early_stop": args.early_stop}
                 if spec.is_anchor:
                     task["key"] = AnchorCache.key(s, spec, seed, cap)
@@ -529,17 +616,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             futures = {pool.submit(run_task, t): t for t in tasks}
             for fut in cf.as_completed(futures):
                 finished(fut.result(), futures[fut])
-    labels = [lab for lab, _, _ in labelled]
+    labels = [lab for lab, _, _, _ in labelled]
     summary = summarise(results, labels, spaces)
-    ours_labels = [lab for lab, spec, _ in labelled if spec.kind == "ours"]
-    kt_labels = [lab for lab, spec, _ in labelled if spec.kind == "kernel_tuner"]
+    ours_labels = [lab for lab, spec, _, d in labelled if spec.kind == "ours" and d == 1]
+    kt_labels = [lab for lab, spec, _, _ in labelled if spec.kind == "kernel_tuner"]
+    fleet = [(lab, w, d) for lab, spec, w, d in labelled if spec.kind == "ours"]
     target_report = targets(summary, ours_labels, kt_labels, workers)
     format_table(summary, labels, spaces)
     print()
     format_targets(target_report)
+    kt_best = target_report.get("kt_best_strategy")
+    scaling_rows = scaling(summary, fleet, kt_best) if len(devices) > 1 else []
+    if scaling_rows:
+        print()
+        format_scaling(scaling_rows, kt_best)
     errors = [r for r in results if "error" in r]
     payload = {
         "meta": {"command": " ".join(sys.argv), "runs": args.runs, "seed0": args.seed0, "workers": workers,
+                 "devices": devices,
                  "anchor_runs": seeds_of["kernel_tuner"], "optuna_runs": seeds_of["optuna"],
                  "budget_factor": args.budget_factor, "min_budget": args.min_budget,
                  "batch_size": "ours: up to workers + 1 (see window); 1 for the anchors", "window": args.window,
@@ -552,6 +646,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "costs": costs_info,
         **summary,
         "targets": target_report,
+        "scaling": scaling_rows,
         "error_samples": [e["error"] for e in errors[:5]],
     }
     write_json(args.json, payload)
