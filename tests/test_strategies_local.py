@@ -285,3 +285,37 @@ def test_an_arriving_result_moves_the_walk_only_when_it_should(box_space):
 def test_asynchronous_must_be_a_boolean(box_space):
     with pytest.raises(StrategyError, match="asynchronous"):
         make_strategy({"name": "simulated_annealing", "asynchronous": "yes"}, box_space)
+
+
+def _max_pending_after_start(monkeypatch, side_points: int) -> int:
+    """The most proposals pending at once once annealing's start samples are in, with a batch (16) wider than
+    a point's neighbourhood (11 here)."""
+    from pytest_autotune.strategies.batch import BatchSearch
+
+    monkeypatch.setattr(SimulatedAnnealing, "SIDE_POINTS", side_points)
+    space = SearchSpace({"a": list(range(6)), "b": [0, 1], "c": [0, 1]})
+    strategy = make_strategy({"name": "simulated_annealing", "start_samples": 3}, space, seed=4)
+    search = BatchSearch(strategy, 200, 16)
+    most, told = 0, 0
+    try:
+        while told < 20:
+            search.ask()
+            if not search.pending:
+                break
+            if told >= 3:
+                most = max(most, len(search.pending))
+            proposal = search.pending[0]
+            params = space.get(int(proposal))
+            search.tell(proposal, float(params["a"] + 3 * params["b"] + 5 * params["c"] + 1))
+            told += 1
+    finally:
+        search.close()
+    return most
+
+
+def test_a_batch_wider_than_the_neighbourhood_steps_beside_it(monkeypatch):
+    """Many devices: the walk's own neighbours are all out, so the batch is topped up with neighbours of the
+    next best points instead of idling every device but a few."""
+    default = SimulatedAnnealing.SIDE_POINTS
+    assert _max_pending_after_start(monkeypatch, 0) <= 11
+    assert _max_pending_after_start(monkeypatch, default) > 11

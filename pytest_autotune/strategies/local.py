@@ -553,6 +553,7 @@ class SimulatedAnnealing(_LocalSearch):
         if row in getattr(self, "_out", ()):
             self._arrived(row, value)
 
+
     def _next_neighbour(self, todo: list[int]) -> int:
         """A random unevaluated neighbour, or (guided, with ``guide_probability``) the model's favourite."""
         if self._model is not None and self.rng.random() < self.hp.guide_probability:
@@ -577,6 +578,14 @@ class SimulatedAnnealing(_LocalSearch):
             todo, _ = self._split(self.neighbours(w.cur))
             if not todo and self._out:
                 waiting = [r for r in self.neighbours(w.cur).tolist() if r in self._out]
+                side = self._side_step(w.cur) if waiting and len(self._out) < self.batch_size else None
+                if side is not None:  # room for more than this neighbourhood (many devices): step beside it
+                    n, origin = side
+                    self._out[n] = origin
+                    v = yield n
+                    if v is not None:
+                        self._arrived(n, v)
+                    continue
                 if waiting:  # every neighbour is out: their results decide where the walk goes next
                     for row, value in zip(waiting, (yield Batch(waiting))):
                         if row in self._out:  # (its truth came before the walk resumed: no revise for it)
@@ -612,6 +621,21 @@ class SimulatedAnnealing(_LocalSearch):
             w.note(v, len(self.observed))
             if self._accept(v, w.cur_v):
                 w.cur, w.cur_v = n, float(v)  # type: ignore[arg-type]
+
+    SIDE_POINTS = 8  # the best points a side step may start from
+
+    def _side_step(self, current: int) -> tuple[int, int] | None:
+        """An unevaluated neighbour of one of the best points but ``current`` (and its origin), for a batch wider
+        than the walk's neighbourhood: with many devices, waiting for the neighbourhood's results leaves all but
+        a few idle. The walk moves there only if it beats the walk's point (:meth:`_arrived`). None: no such
+        neighbour among the :attr:`SIDE_POINTS` best points."""
+        ranked = sorted((v, r) for r, v in self.observed.items() if v is not None and r != current)
+        for _, origin in ranked[:self.SIDE_POINTS]:
+            todo, _ = self._split(self.neighbours(origin))
+            todo = [r for r in todo if r not in self._out]
+            if todo:
+                return self._next_neighbour(todo), origin
+        return None
 
     def _arrived(self, row: int, value: float | None) -> None:
         """The truth about a neighbour proposed asynchronously: the walk moves to it when it is better than
