@@ -46,8 +46,8 @@ INI_OPTIONS = {
                             "(true/false)", "true"),
     "autotune_require_device": ("a kernel without a usable device fails its test instead of skipping it, when "
                                 "tuning and gating (true/false)", "false"),
-    "autotune_ray": ("tune on every device of a Ray cluster: ray (the cluster Ray finds) or its address; empty = "
-                     "this machine's one device", ""),
+    "autotune_ray": ("tune on every device of a Ray cluster: ray (the cluster Ray finds) or its address; off = "
+                     "this machine's one device", "off"),
 }
 TRUE_WORDS, FALSE_WORDS = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 
@@ -194,7 +194,8 @@ def _cluster(config: pytest.Config) -> str | None:
     pytest-xdist workers would each claim every device."""
     raw, where = config.getoption("autotune_ray"), "--autotune-ray"
     if raw is None:
-        raw, where = str(config.getini("autotune_ray")).strip() or None, "ini option autotune_ray"
+        ini = str(config.getini("autotune_ray")).strip()
+        raw, where = (None if ini.lower() in ("", "off") else ini), "ini option autotune_ray"
     if raw is not None and hasattr(config, "workerinput"):
         raise pytest.UsageError(f"{where}: a cluster tuning drives every device of the cluster from one process; "
                                 "run it without pytest-xdist (-n)")
