@@ -148,6 +148,35 @@ def test_a_killed_device_costs_a_retry_never_an_evaluation(cluster):
     assert _freed(cluster)
 
 
+def test_a_device_that_joins_mid_run_is_used(cluster):
+    """One device is held by someone else when the tuning starts; freed mid-run (as a node joining), the fleet
+    starts an actor on it and times configurations there."""
+
+    @cluster.remote(num_cpus=0, resources={RESOURCE: 1})
+    class Holder:
+        def ping(self) -> int:
+            return 1
+
+    holder = Holder.remote()
+    cluster.get(holder.ping.remote())
+    runner = _nap_runner()
+
+    def on_record(record, evaluator):
+        if len(evaluator.history.records) == 1:
+            assert evaluator.fleet.devices == 1
+            cluster.kill(holder)
+
+    try:
+        result = tune(runner, params={"NAP_US": list(range(40_000, 100_001, 1_500))}, budget=40, cluster="ray",
+                      strategy="random", seed=5, on_record=on_record, confirm_rounds=1)
+    finally:
+        runner.close()
+    info = result.extra["cluster"]
+    assert info["joined"] >= 1 and info["devices"] == 2
+    assert len({r.measurement.extra["cluster_device"] for r in result.history.records}) == 2
+    assert _freed(cluster)
+
+
 def test_ctrl_c_frees_the_devices(cluster):
     runner = _nap_runner()
 

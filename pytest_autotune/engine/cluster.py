@@ -49,6 +49,7 @@ RESOURCE = "autotune_device"
 POLL_S = 0.2  # longest wait inside ray.wait: Ctrl-C and joining nodes are seen this often
 GROW_EVERY_S = 1.0  # how often the cluster's resource total is read for joining devices
 START_TIMEOUT_S = 300.0  # the first device must answer within this (an actor's runner starts, a GPU initialises)
+START_GRACE_S = 3.0  # the others answering within this much more are checked before the search; later ones join
 ATTEMPTS = 2  # an evaluation whose device died is retried once on another device
 
 
@@ -209,7 +210,12 @@ class RayFleet:
         self._grow(force=True)
         refs = {ref: actor for actor, ref in self._starting}
         self._starting.clear()
-        ready, waiting = self.ray.wait(list(refs), num_returns=len(refs), timeout=START_TIMEOUT_S)
+        # the first device may take long (a GPU initialising); the others get a moment more, then join when
+        # they answer (a device busy with another job, or not placed yet, must not hold the search up)
+        ready, waiting = self.ray.wait(list(refs), num_returns=1, timeout=START_TIMEOUT_S)
+        if ready and waiting:
+            more, waiting = self.ray.wait(waiting, num_returns=len(waiting), timeout=START_GRACE_S)
+            ready = ready + more
         answers: dict[str, tuple[Any, Any]] = {}
         for ref in ready:
             try:
