@@ -74,7 +74,7 @@ class FleetEvaluator(Evaluator):
         super().__init__(space, objective or self._no_objective, budget, **kwargs)
         self.fleet = fleet
         self.prefetch = fleet.prefetch
-        self._running: dict[Hashable, tuple[Any, Any, int, Any]] = {}  # ticket -> (proposal, key, row, batch)
+        self._running: dict[Hashable, tuple[Any, Any, int, Any]] = {}  # ticket -> (proposal, key, row, early-stop cutoff)
 
     @staticmethod
     def _no_objective(params: Mapping[str, Any], **_: Any) -> Measurement:
