@@ -138,7 +138,7 @@ class RayFleet:
                                    f"{exc}") from None
             self.started_here = True
         self.runner_name = runner.name
-        self.gpu = runner.name in GPU_RUNNERS
+        self.gpu = runner.name in GPU_RUNNERS or getattr(runner.device(), "kind", "") == "cuda"  # e.g. Triton
         self.resource = "GPU" if self.gpu else self.spec.resource
         where = {"num_gpus": 1} if self.gpu else {"resources": {self.resource: 1}}
         self._actor_class = ray.remote(DeviceStage).options(num_cpus=0, max_restarts=0, **where)
