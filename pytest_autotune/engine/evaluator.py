@@ -295,15 +295,21 @@ class Evaluator:
         if todo:
             self.prefetch(todo)  # type: ignore[misc]
 
-    def run(self, strategy: Strategy) -> SearchHistory:
-        """Search until the budget is spent, the space is exhausted, or the strategy stops."""
-        started = self.clock()
+    def _open_batch(self, strategy: Strategy) -> BatchSearch:
+        """The strategy's batched search, sized by the budget and the pipeline depth; its step times feed the
+        history (shared by the one-device and the fleet evaluator)."""
         max_evals = self.budget.max_evaluations
         batch = BatchSearch(strategy, max_evals if max_evals is not None else len(self.space), self.batch_size)
         self.history.strategy_seconds = batch.step_seconds
         self.history.strategy_cpu_seconds = batch.step_cpu_seconds
         if self.depth is not None:
             batch.resize(min(self.depth.depth, self.batch_size))
+        return batch
+
+    def run(self, strategy: Strategy) -> SearchHistory:
+        """Search until the budget is spent, the space is exhausted, or the strategy stops."""
+        started = self.clock()
+        batch = self._open_batch(strategy)
         reason = ""
         try:
             reason = self._run_seeds(strategy, batch, started)

@@ -133,12 +133,7 @@ class FleetEvaluator(Evaluator):
         """Search until the budget is spent, the space is exhausted or the strategy stops; every started
         evaluation is waited for and recorded."""
         started = self.clock()
-        max_evals = self.budget.max_evaluations
-        batch = BatchSearch(strategy, max_evals if max_evals is not None else len(self.space), self.batch_size)
-        self.history.strategy_seconds = batch.step_seconds
-        self.history.strategy_cpu_seconds = batch.step_cpu_seconds
-        if self.depth is not None:
-            batch.resize(min(self.depth.depth, self.batch_size))
+        batch = self._open_batch(strategy)
         reason = ""
         try:
             reason = self._run_seeds(strategy, batch, started)
