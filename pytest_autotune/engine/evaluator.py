@@ -295,11 +295,12 @@ class Evaluator:
         if todo:
             self.prefetch(todo)  # type: ignore[misc]
 
-    def _open_batch(self, strategy: Strategy) -> BatchSearch:
+    def _open_batch(self, strategy: Strategy, devices: int = 1) -> BatchSearch:
         """The strategy's batched search, sized by the budget and the pipeline depth; its step times feed the
-        history (shared by the one-device and the fleet evaluator)."""
+        history (shared by the one-device and the fleet evaluator, which says how many devices measure)."""
         max_evals = self.budget.max_evaluations
-        batch = BatchSearch(strategy, max_evals if max_evals is not None else len(self.space), self.batch_size)
+        batch = BatchSearch(strategy, max_evals if max_evals is not None else len(self.space), self.batch_size,
+                            devices=devices)
         self.history.strategy_seconds = batch.step_seconds
         self.history.strategy_cpu_seconds = batch.step_cpu_seconds
         if self.depth is not None:

@@ -133,7 +133,7 @@ class FleetEvaluator(Evaluator):
         """Search until the budget is spent, the space is exhausted or the strategy stops; every started
         evaluation is waited for and recorded."""
         started = self.clock()
-        batch = self._open_batch(strategy)
+        batch = self._open_batch(strategy, devices=max(1, self.fleet.devices))
         reason = ""
         try:
             reason = self._run_seeds(strategy, batch, started)

@@ -152,7 +152,7 @@ def simulate_fleet_search(strategy: "Strategy", runner: "ReplayRunner", budget: 
         raise ValueError("simulate_fleet_search needs a clock whose host does not wait on the device "
                          "(Pipeline(..., host_waits=False))")
     space = strategy.space
-    search = BatchSearch(strategy, budget, batch_size)
+    search = BatchSearch(strategy, budget, batch_size, devices=pipe.devices)
     if depth is not None:
         search.resize(min(depth.depth, batch_size))
     run = SimulatedRun()

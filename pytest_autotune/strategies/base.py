@@ -108,6 +108,8 @@ class Strategy:
         self.profiler: Callable[[dict[str, Any]], dict[str, float]] | None = None
         self.budget: int = len(space)
         self._batch_size = 1
+        self._stand_ins: set[int] = set()
+        self._devices = 1
 
     @property
     def batch_size(self) -> int:
@@ -124,6 +126,35 @@ class Strategy:
         self._batch_size = int(k)
         for member in self.members():
             member.batch_size = self._batch_size
+
+    @property
+    def devices(self) -> int:
+        """Devices measuring this search's proposals at once (a cluster, :mod:`pytest_autotune.engine.fleet`); set by
+        BatchSearch. With several, a round that waits for its slowest compile leaves all of them idle, so
+        ``auto`` searches differently (see :mod:`.chain`); with one it searches as it always has."""
+        return self._devices
+
+    @devices.setter
+    def devices(self, d: int) -> None:
+        self._devices = int(d)
+        for member in self.members():
+            member.devices = self._devices
+
+    @property
+    def stand_ins(self) -> set[int]:
+        """Rows of :attr:`observed` that hold a batch's stand-in (``None``, "failed, for now"), truth still to come.
+
+        Kept by :class:`~.batch.BatchSearch` (empty at batch size 1). A strategy
+        that counts its evaluations (a stale walk's patience) must not count
+        these: with many proposals pending they are not observations yet.
+        """
+        return self._stand_ins
+
+    @stand_ins.setter
+    def stand_ins(self, rows: set[int]) -> None:
+        self._stand_ins = rows
+        for member in self.members():
+            member.stand_ins = rows
 
     def members(self) -> Sequence["Strategy"]:
         """Strategies this one delegates to (``auto``, ``chain``): they share its batch size."""

@@ -54,14 +54,17 @@ def proposal_key(space: SearchSpace, proposal: Proposal) -> tuple[Key, int]:
 class BatchSearch:
     """Drives a Strategy's search generator with up to k pending (proposed, not yet told) configurations."""
 
-    def __init__(self, strategy: Strategy, budget: int, batch_size: int = 1) -> None:
-        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    def __init__(self, strategy: Strategy, budget: int, batch_size: int = 1, devices: int = 1) -> None:
+        for name, value in (("batch_size", batch_size), ("devices", devices)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
         self.strategy = strategy
         self.space = strategy.space
         self.budget = int(budget)
         self.batch_size = int(batch_size)
         strategy.batch_size = self.batch_size
+        strategy.devices = int(devices)  # the devices that measure the proposals (a cluster: several)
+        strategy.stand_ins = self._stand_ins = set()  # rows answered with a lie, shared with the strategy
         self._gen = strategy.run(self.budget)
         self._started = False
         self._done = False
@@ -126,6 +129,7 @@ class BatchSearch:
             self.strategy.observed[row] = value
         if key in self._lied:
             self._lied.discard(key)
+            self._stand_ins.discard(row)
             if row >= 0:
                 self.strategy.revise(row, value)
 
@@ -166,6 +170,8 @@ class BatchSearch:
             # room in the batch: go on with a lie, corrected when the truth arrives (once per configuration:
             # a strategy that proposes a lied one again waits for its truth)
             self._lied.add(awaiting)
+            if isinstance(awaiting, int):  # a row (an invalid index vector is never observed)
+                self._stand_ins.add(awaiting)
             return True, None
         return False, None
 

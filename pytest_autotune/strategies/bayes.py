@@ -550,6 +550,13 @@ class BayesianOptimization(Strategy):
             middle[j] = self.rng.integers(sizes[j])
         return self.space.nearest(middle, self.rng)
 
+    def design_for(self, k: int) -> list[int]:
+        """The initial design of ``k`` rows (centre, maximin Latin hypercube) for a strategy that starts without
+        this one's model (a chain on several devices, :mod:`.chain`)."""
+        if getattr(self, "gp", None) is None:
+            self._setup()
+        return self.initial_design(k)
+
     def initial_design(self, k: int) -> list[int]:
         """``k`` rows: the centre (``centre_first``), then the maximin Latin hypercube.
 
