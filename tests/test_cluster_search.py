@@ -123,3 +123,14 @@ def test_eight_devices_tune_a_compile_bound_space_several_times_faster(spaces_di
     one = statistics.median(_time_to_5pct(rec, 1, seed) for seed in range(3))
     eight = statistics.median(_time_to_5pct(rec, 8, seed) for seed in range(3))
     assert eight < one / 4, (one, eight)
+
+
+def test_the_fleet_evaluator_tells_the_strategy_how_many_devices_measure():
+    from pytest_autotune.engine.fleet import FleetEvaluator
+    from tests.test_cluster_simulation import FakeFleet
+
+    space = SearchSpace({"x": list(range(30))})
+    strategy = make_strategy("auto", space, seed=1)
+    FleetEvaluator(space, FakeFleet(devices=3), budget=12, batch_size=6).run(strategy)
+    walk = strategy.delegate.phases[1]
+    assert strategy.devices == walk.devices == 3 and walk.start_design  # the wide composition was chosen
