@@ -229,9 +229,23 @@ def _m(scale: float, n: int = 8) -> Measurement:
     return Measurement(params={"B": 2}, value=float(np.median(samples)), samples=samples)
 
 
+@pytest.fixture(autouse=True)
+def _no_persistence_pauses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gate's later rounds without their seconds of pause (the rule, not the clock, is under test)."""
+    from pytest_autotune.gate import verdict
+
+    monkeypatch.setattr(verdict, "PERSIST_PAUSES_S", (0.0, 0.0, 0.0))
+
+
 def _sequence(*scales: float):
+    """Measurements at these scales, then the last one for good (a kernel that stays as slow as it got)."""
     it = iter(scales)
-    return lambda: _m(next(it))
+    last = [scales[-1]]
+
+    def measure() -> Measurement:
+        last[0] = next(it, last[0])
+        return _m(last[0])
+    return measure
 
 
 LOCKED = {**ENTRY, "samples": _m(1.0).samples}
@@ -314,7 +328,7 @@ def test_a_machine_difference_corrects_the_verdict_it_does_not_veto_it() -> None
     calls: list[int] = []
     run_gate("k", "t.py::t", entry, _m(3.0), 0.1, 0.01, remeasure=_sequence(3.0, 3.0, 3.0),
              probe=lambda: calls.append(1) or here, confirm_rounds=3, pause_s=0)
-    assert len(calls) == 3
+    assert len(calls) == 3 + 3  # beside each confirmation, then each later round a regression must persist in
     # "faster" is corrected alike: 30 % faster on a machine with twice the compute is no news
     fast_machine = _probes(1.0, 0.5)
     out = run_gate("k", "t.py::t", entry, _m(0.7), 0.1, 0.01, probe=lambda: fast_machine, pause_s=0)
@@ -406,3 +420,25 @@ def test_a_walk_from_a_transferred_start_restarts_after_transfer_patience(monkey
     Evaluator(space, evaluate, 200, seeds=[space.find({"X": 0, "Y": 0})]).run(strategy)
     assert restarts and restarts[0] == 1 + 6 + 20  # the seed, the first phase, 0.1 x 200 without a 2% gain
     assert all(b - a >= 40 for a, b in zip(restarts, restarts[1:]))  # then restart_after (0.2 x 200) again
+
+
+def test_a_slowdown_beyond_the_machine_must_persist_in_later_rounds() -> None:
+    """A neighbour that competed for the caches for a few seconds (the probes, sized to the kernel, saw
+    nothing): the slowdown survives the confirmation rounds, then fades in a later round: a pass, with a note.
+    A real regression stays slower in every later round: still a regression, whatever the runner-up says."""
+    entry = {**LOCKED, "machine": _probes(1.0, 1.0)}
+    here = _probes(1.0, 1.0)
+    passing = run_gate("k", "t.py::t", entry, _m(1.6), 0.1, 0.01, remeasure=_sequence(1.6, 1.6, 1.6, 1.0),
+                       probe=lambda: here, pause_s=0)
+    assert passing.verdict == "pass" and not passing.failed, passing.message
+    assert "faded in a later round (2 of 3" in passing.notes[-1] and "a passing load" in passing.notes[-1]
+    calls: list[int] = []
+    real = run_gate("k", "t.py::t", entry, _m(1.3), 0.1, 0.01, remeasure=_sequence(1.3),
+                    probe=lambda: calls.append(1) or here, pause_s=0)
+    assert real.verdict == "slower" and real.failed and "+30% against the lock" in real.message
+    assert len(calls) == 2 + 3  # probes beside the 2 confirmations and each of the 3 later rounds
+    # a later round that cannot measure settles nothing: the regression stands
+    broken_later = iter([_m(1.6), _m(1.6), Measurement.failed({"B": 2}, FailureKind.RUNTIME, "lost")])
+    out = run_gate("k", "t.py::t", entry, _m(1.6), 0.1, 0.01, remeasure=lambda: next(broken_later),
+                   probe=lambda: here, pause_s=0)
+    assert out.verdict == "slower"
