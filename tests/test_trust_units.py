@@ -437,6 +437,12 @@ def test_a_slowdown_beyond_the_machine_must_persist_in_later_rounds() -> None:
                     probe=lambda: calls.append(1) or here, pause_s=0)
     assert real.verdict == "slower" and real.failed and "+30% against the lock" in real.message
     assert len(calls) == 2 + 3  # probes beside the 2 confirmations and each of the 3 later rounds
+    # in a later round the kernel reads +60% again, but that round's probes say the machine got 2x slower
+    # (a neighbour on the memory bus): what is left the machine explains -> not comparable, never a pass
+    rounds = iter([here, here, here, _probes(2.0, 2.0)])
+    out = run_gate("k", "t.py::t", entry, _m(1.6), 0.1, 0.01, remeasure=_sequence(1.6),
+                   probe=lambda: next(rounds), pause_s=0)
+    assert out.verdict == "incomparable" and not out.failed and "the machine explains at most" in out.message
     # a later round that cannot measure settles nothing: the regression stands
     broken_later = iter([_m(1.6), _m(1.6), Measurement.failed({"B": 2}, FailureKind.RUNTIME, "lost")])
     out = run_gate("k", "t.py::t", entry, _m(1.6), 0.1, 0.01, remeasure=lambda: next(broken_later),

@@ -222,8 +222,11 @@ def run_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measurement: Me
         if corrected is not None and not corrected.slower:
             outcome.verdict = "incomparable"
             outcome.message = _incomparable_message(kernel, nodeid, cmp, mc)  # type: ignore[arg-type]
-        elif remeasure is not None and _fades(entry, remeasure, probe, tolerance, outcome, cmp):
-            outcome.verdict = "pass"
+        elif remeasure is not None and (faded := _fades(entry, remeasure, probe, tolerance, outcome, cmp)):
+            outcome.verdict, later = faded
+            if later is not None:  # what is left of the slowdown in that round, the machine explains
+                outcome.machine = later
+                outcome.message = _incomparable_message(kernel, nodeid, cmp, later)
         else:
             outcome.verdict = "slower"
             outcome.message = regression_message(kernel, nodeid, entry, cmp, mc, corrected)
@@ -254,29 +257,33 @@ def run_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measurement: Me
 
 
 def _fades(entry: Mapping[str, Any], remeasure: Measure, probe: "Probe | None", tolerance: float,
-           outcome: GateOutcome, cmp: Comparison) -> bool:
+           outcome: GateOutcome, cmp: Comparison) -> "tuple[str, MachineComparison | None] | None":
     """Whether a slowdown beyond the machine fades in a later round (:data:`PERSIST_PAUSES_S`): that round's
     faster half, corrected by the probes run beside it, is back within the tolerance of the lock's.
-    A round that fails to measure settles nothing (the regression stands)."""
-    locked = faster_half(entry["samples"])
+
+    Returns None when it persists in every round (a round that fails to measure settles nothing), else the
+    verdict of the round where it faded: ``("pass", None)`` when the kernel itself is back within the
+    tolerance, ``("incomparable", machine)`` when what is left of its slowdown that round's machine explains.
+    """
+    locked = float(np.median(faster_half(entry["samples"])))
     pauses = PERSIST_PAUSES_S  # read at call time: tests shorten it
     for i, pause in enumerate(pauses, 1):
         time.sleep(pause)
         runs = [probe() or {}] if probe is not None else []
         again = remeasure()
         if not again.ok:
-            return False
-        fresh = faster_half(_samples(again))
+            return None
+        fresh = float(np.median(faster_half(_samples(again))))
         machine = compare_machines(entry.get("machine"), pool_probes(runs), tolerance) if runs else None
         slowdown = machine.slowdown if machine is not None else 1.0
         # one round is too few samples for a rank test; its faster half's median back within the tolerance
         # of the lock's is the evidence (load cannot make a slower kernel run at the lock's speed)
-        change = float(np.median(fresh)) / slowdown / float(np.median(locked)) - 1.0
-        if change <= tolerance:
+        raw, corrected = fresh / locked - 1.0, fresh / slowdown / locked - 1.0
+        if corrected <= tolerance:
             outcome.notes.append(f"a slowdown beyond the machine ({cmp.change_pct:+.1f}%) faded in a later round "
-                                 f"({i} of {len(pauses)}, {100 * change:+.1f}% corrected): a passing load")
-            return True
-    return False
+                                 f"({i} of {len(pauses)}, {100 * corrected:+.1f}% corrected): a passing load")
+            return ("pass", None) if raw <= tolerance or machine is None else ("incomparable", machine)
+    return None
 
 
 def _incomparable_message(kernel: str, nodeid: str, cmp: Comparison, machine: MachineComparison) -> str:
