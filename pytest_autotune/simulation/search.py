@@ -9,7 +9,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from ..datasets import RecordedSpace
 from ..engine.pipeline_depth import split_stages
@@ -18,6 +18,7 @@ from .clock import CostCharger, Pipeline
 if TYPE_CHECKING:  # pragma: no cover
     from ..engine.pipeline_depth import PipelineDepth
     from ..strategies.base import Strategy
+    from ..strategies.batch import BatchSearch
     from .replay import ReplayRunner
 
 __all__ = ["SimulatedRun", "simulate_search", "simulate_fleet_search", "replay_sequence"]
@@ -55,6 +56,23 @@ def _finish(run: SimulatedRun, pipeline: Pipeline, reason: str) -> SimulatedRun:
     run.busy_s = dict(pipeline.busy)
     run.stop_reason = reason
     return run
+
+
+def _record(run: SimulatedRun, search: "BatchSearch", proposal: Any, row: int, value: float | None, done: float,
+            compile_s: float, device_s: float, depth: "PipelineDepth | None", batch_size: int,
+            stop_below: float | None) -> bool:
+    """Tell the search one result and record it as the evaluator does (the pipeline depth learns from it);
+    True when it reached ``stop_below``."""
+    run.compile_s.append(compile_s)
+    run.device_s.append(device_s)
+    search.tell(proposal, value)
+    if depth is not None and row >= 0:
+        depth.observe(compile_s, device_s)
+        search.resize(min(depth.depth, batch_size))
+    run.rows.append(row)
+    run.values.append(value)
+    run.done_s.append(done)
+    return stop_below is not None and value is not None and value <= stop_below
 
 
 def simulate_search(strategy: "Strategy", runner: "ReplayRunner", budget: int, *, batch_size: int = 1,
@@ -111,16 +129,7 @@ def simulate_search(strategy: "Strategy", runner: "ReplayRunner", budget: int, *
                 done, (compile_s, device_s) = simulated["done_s"], split_stages(simulated["stages_s"])
             else:  # outside the restrictions: rejected before compiling, at no cost
                 value, done, compile_s, device_s = None, runner.charger.pipeline.now, 0.0, 0.0
-            run.compile_s.append(compile_s)
-            run.device_s.append(device_s)
-            search.tell(proposal, value)
-            if depth is not None and row >= 0:
-                depth.observe(compile_s, device_s)
-                search.resize(min(depth.depth, batch_size))
-            run.rows.append(row)
-            run.values.append(value)
-            run.done_s.append(done)
-            if stop_below is not None and value is not None and value <= stop_below:
+            if _record(run, search, proposal, row, value, done, compile_s, device_s, depth, batch_size, stop_below):
                 reason = "target reached"
                 break
     finally:
@@ -191,16 +200,7 @@ def simulate_fleet_search(strategy: "Strategy", runner: "ReplayRunner", budget: 
             pipe.wait_until(done)
             if value is not None and not stopped and (best_timed is None or value < best_timed):
                 best_timed = value
-            run.compile_s.append(compile_s)
-            run.device_s.append(device_s)
-            search.tell(proposal, value)
-            if depth is not None and row >= 0:
-                depth.observe(compile_s, device_s)
-                search.resize(min(depth.depth, batch_size))
-            run.rows.append(row)
-            run.values.append(value)
-            run.done_s.append(done)
-            if stop_below is not None and value is not None and value <= stop_below:
+            if _record(run, search, proposal, row, value, done, compile_s, device_s, depth, batch_size, stop_below):
                 reason = "target reached"
                 break
     finally:
