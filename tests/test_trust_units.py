@@ -443,14 +443,6 @@ def test_a_slowdown_beyond_the_machine_must_persist_in_later_rounds() -> None:
     out = run_gate("k", "t.py::t", entry, _m(1.6), 0.1, 0.01, remeasure=_sequence(1.6),
                    probe=lambda: next(rounds), pause_s=0)
     assert out.verdict == "incomparable" and not out.failed and "the machine explains at most" in out.message
-    # a noisy round whose probes barely moved (point ~+5%) but whose one-run bound is wide: the point estimate
-    # judges the round, so a real +30% does not fade behind the bound
-    noisy = _probes(1.05, 1.0, n=4, spread=0.5)
-    assert compare_machines(entry["machine"], noisy, 0.1).slowdown > 1.4  # the bound alone would fade it
-    later_rounds = iter([here, here, noisy, noisy, noisy])
-    out = run_gate("k", "t.py::t", entry, _m(1.3), 0.1, 0.01, remeasure=_sequence(1.3),
-                   probe=lambda: next(later_rounds), pause_s=0)
-    assert out.verdict == "slower" and not any("faded" in n for n in out.notes), out.notes
     # a later round that cannot measure settles nothing: the regression stands
     broken_later = iter([_m(1.6), _m(1.6), Measurement.failed({"B": 2}, FailureKind.RUNTIME, "lost")])
     out = run_gate("k", "t.py::t", entry, _m(1.6), 0.1, 0.01, remeasure=lambda: next(broken_later),

@@ -192,12 +192,6 @@ class MachineComparison:
         return max(1.0, self._bound(True)[1])
 
     @property
-    def likely_slowdown(self) -> float:
-        """The point estimate of how much slower this machine is (the worst probe's time factor, >= 1): for
-        judging one round, where the bound over a single probe run is too wide to mean much."""
-        return max([1.0] + [1 / (1 + c / 100) for c in self.changes.values() if c > -100])
-
-    @property
     def speedup(self) -> float:
         """The most this machine explains of a faster kernel, as a time factor (<= 1)."""
         return min(1.0, self._bound(False)[1])

@@ -275,8 +275,7 @@ def _fades(entry: Mapping[str, Any], remeasure: Measure, probe: "Probe | None", 
             return None
         fresh = float(np.median(faster_half(_samples(again))))
         machine = compare_machines(entry.get("machine"), pool_probes(runs), tolerance) if runs else None
-        # the probes' point estimate, not their bound: one round's bound is wide enough to fade anything
-        slowdown = machine.likely_slowdown if machine is not None else 1.0
+        slowdown = machine.slowdown if machine is not None else 1.0
         # one round is too few samples for a rank test; its faster half's median back within the tolerance
         # of the lock's is the evidence (load cannot make a slower kernel run at the lock's speed)
         raw, corrected = fresh / locked - 1.0, fresh / slowdown / locked - 1.0
