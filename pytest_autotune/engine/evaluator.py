@@ -307,6 +307,15 @@ class Evaluator:
             batch.resize(min(self.depth.depth, self.batch_size))
         return batch
 
+    def _tell(self, batch: BatchSearch, proposal: Any, key: Any, row: int, measurement: Measurement
+              ) -> EvaluationRecord:
+        """Record a measurement, tell the search its value and let the pipeline depth learn from it (one
+        device or a fleet alike)."""
+        record = self._record(key, row, measurement, batch.seconds(proposal))
+        batch.tell(proposal, record.value)
+        self._follow_depth(batch, record)
+        return record
+
     def run(self, strategy: Strategy) -> SearchHistory:
         """Search until the budget is spent, the space is exhausted, or the strategy stops."""
         started = self.clock()
@@ -325,9 +334,7 @@ class Evaluator:
                     break
                 proposal = self._next_pending(batch)
                 key, row = self._key(proposal)
-                record = self._record(key, row, self._measure(key, row, proposal), batch.seconds(proposal))
-                batch.tell(proposal, record.value)
-                self._follow_depth(batch, record)
+                record = self._tell(batch, proposal, key, row, self._measure(key, row, proposal))
                 reason = self._systematic(record, strategy, batch, started)
         finally:
             batch.close()

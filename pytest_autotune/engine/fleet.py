@@ -153,9 +153,7 @@ class FleetEvaluator(Evaluator):
                     break
                 ticket, measurement = self.fleet.next_result()
                 proposal, key, row, _ = self._running.pop(ticket)
-                record = self._record(key, row, measurement, batch.seconds(proposal))
-                batch.tell(proposal, record.value)
-                self._follow_depth(batch, record)
+                record = self._tell(batch, proposal, key, row, measurement)
                 if not reason:  # failures that do not depend on the parameters end the search (what runs is kept)
                     reason = self._systematic(record, strategy, batch, started)
         finally:

@@ -58,6 +58,18 @@ def _finish(run: SimulatedRun, pipeline: Pipeline, reason: str) -> SimulatedRun:
     return run
 
 
+def _ask(search: "BatchSearch", space: Any, runner: "ReplayRunner") -> str:
+    """Ask the search for its next proposals and send the valid ones to the compile stage (the runner's
+    prefetch); the strategy's stop reason when nothing is pending, else ""."""
+    from ..strategies.batch import proposal_key
+
+    asked = search.ask()
+    fresh = [row for row in (proposal_key(space, p)[1] for p in asked) if row >= 0]
+    if fresh:
+        runner.prefetch([space.get(row) for row in fresh])
+    return "" if search.pending else (search.stop_reason or "strategy finished")
+
+
 def _record(run: SimulatedRun, search: "BatchSearch", proposal: Any, row: int, value: float | None, done: float,
             compile_s: float, device_s: float, depth: "PipelineDepth | None", batch_size: int,
             stop_below: float | None) -> bool:
@@ -109,12 +121,9 @@ def simulate_search(strategy: "Strategy", runner: "ReplayRunner", budget: int, *
     best_timed: float | None = None  # the early-stop reference: best fully timed value so far
     try:
         while len(run.rows) < budget:
-            asked = search.ask()
-            fresh = [row for row in (proposal_key(space, p)[1] for p in asked) if row >= 0]
-            if fresh:
-                runner.prefetch([space.get(row) for row in fresh])
-            if not search.pending:
-                reason = search.stop_reason or "strategy finished"
+            finished = _ask(search, space, runner)
+            if finished:
+                reason = finished
                 break
             pending = search.pending
             rows = [proposal_key(space, p)[1] for p in pending]
@@ -173,12 +182,9 @@ def simulate_fleet_search(strategy: "Strategy", runner: "ReplayRunner", budget: 
     order = itertools.count()
     try:
         while len(run.rows) < budget:
-            asked = search.ask()
-            fresh = [row for row in (proposal_key(space, p)[1] for p in asked) if row >= 0]
-            if fresh:
-                runner.prefetch([space.get(row) for row in fresh])
-            if not search.pending:
-                reason = search.stop_reason or "strategy finished"
+            finished = _ask(search, space, runner)
+            if finished:
+                reason = finished
                 break
             waiting = [p for p in search.pending if proposal_key(space, p)[0] not in started]
             while waiting and len(running) < pipe.devices:
