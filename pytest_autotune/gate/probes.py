@@ -56,6 +56,7 @@ void fma_chains(float *out, int iterations) {
 """
 
 PROBES = ("bandwidth_gbs", "compute_gflops")
+CPU_KINDS = ("cpu", "triton-interpreter")  # probed through the C runner (Triton's interpreter runs on this CPU)
 PROBE_NAMES = {"bandwidth_gbs": "memory bandwidth", "compute_gflops": "compute throughput"}
 
 
@@ -138,11 +139,17 @@ def probes_for(device_kind: str, sizes: Mapping[str, int] | None = None, *, fres
     try:
         if device_kind == "cuda" and make is not None:
             return measure_gpu_probes(make, **size)
-        if device_kind not in ("cpu", "triton-interpreter"):  # Triton's interpreter runs on this CPU
+        if device_kind not in CPU_KINDS:
             return None
         return measure_cpu_probes(**size) if fresh else cpu_probes(**size)
     except Exception:  # no compiler, a probe that does not build: the gate compares with the lock alone
         return None
+
+
+def _time_point(then: Sequence[float], now: Sequence[float]) -> float:
+    """(probe time now) / (probe time then): the ratio of lower quartiles."""
+    return float(np.percentile(np.asarray(now, dtype=float), QUANTILE)
+                 / np.percentile(np.asarray(then, dtype=float), QUANTILE))
 
 
 def _time_ratio_bounds(then: Sequence[float], now: Sequence[float]) -> tuple[float, float]:
@@ -151,7 +158,7 @@ def _time_ratio_bounds(then: Sequence[float], now: Sequence[float]) -> tuple[flo
     from scipy.stats import bootstrap
 
     a, b = np.asarray(then, dtype=float), np.asarray(now, dtype=float)
-    point = float(np.percentile(b, QUANTILE) / np.percentile(a, QUANTILE))
+    point = _time_point(then, now)
     if a.size < 3 or b.size < 3:
         return point, point
     def ratio(x: np.ndarray, y: np.ndarray, axis: int) -> np.ndarray:
@@ -169,19 +176,33 @@ class MachineComparison:
     """This machine's probes against those recorded with a lock entry.
 
     ``changes``: probe -> change of the probe's *speed* in percent (point estimate, -18 = 18 % slower);
-    ``time_ratio``: probe -> (low, high) bounds on how many times longer the probe takes here.
+    ``time_ratio``: probe -> (low, high) bounds on how many times longer the probe takes here;
+    ``time_point``: probe -> the point estimate of that (the ratio of lower quartiles).
     """
 
     changes: dict[str, float]
     tolerance_pct: float
     time_ratio: dict[str, tuple[float, float]] = field(default_factory=dict)
+    time_point: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def factor(self) -> float:
+        """How many times longer the slowest-moving probe takes here than with the lock (point estimate)."""
+        points = self.time_point or {k: 1 / (1 + c / 100) for k, c in self.changes.items()}
+        return max(points.values())
+
+    @property
+    def like_the_locks(self) -> bool:
+        """Neither probe is slower than with the lock by more than the tolerance: like-for-like conditions."""
+        return self.factor <= 1 + self.tolerance_pct / 100
 
     @property
     def comparable(self) -> bool:
         return all(abs(c) <= self.tolerance_pct for c in self.changes.values())
 
     def _bound(self, slower: bool) -> tuple[str, float]:
-        ratios = self.time_ratio or {k: (1 / (1 + c / 100),) * 2 for k, c in self.changes.items()}
+        ratios = self.time_ratio or {k: (v, v) for k, v in self.time_point.items()} or \
+            {k: (1 / (1 + c / 100),) * 2 for k, c in self.changes.items()}
         if slower:
             return max(((k, hi) for k, (_, hi) in ratios.items()), key=lambda kv: kv[1])
         return min(((k, lo) for k, (lo, _) in ratios.items()), key=lambda kv: kv[1])
@@ -196,12 +217,18 @@ class MachineComparison:
         """The most this machine explains of a faster kernel, as a time factor (<= 1)."""
         return min(1.0, self._bound(False)[1])
 
-    def explains(self, slower: bool = True) -> str:
-        """``the machine explains at most +18% (memory bandwidth, 99% bound over 40 probe runs)``."""
+    def explains(self, slower: bool = True, exponent: float = 1.0) -> str:
+        """``the machine explains at most +18% (memory bandwidth probe, 99% bound over 40 probe runs)``;
+        with ``exponent`` 2, the probe's slowdown squared (see :data:`.verdict.MISMATCH_EXPONENT`)."""
         name, ratio = self._bound(slower)
         ratio = max(1.0, ratio) if slower else min(1.0, ratio)
-        return (f"the machine explains at most {(ratio - 1) * 100:+.0f}% ({PROBE_NAMES.get(name, name)} probe, "
-                f"{(1 - (1 - CONFIDENCE) / 2):.0%} bound{'' if self.time_ratio else ', single values'})")
+        if exponent != 1.0:
+            return (f"the machine explains at most {(ratio ** exponent - 1) * 100:+.0f}% "
+                    f"({PROBE_NAMES.get(name, name)} probe {(ratio - 1) * 100:+.0f}%, to the power "
+                    f"{exponent:g}: a kernel can feel contention more than its probe)")
+        kind = (f"{(1 - (1 - CONFIDENCE) / 2):.0%} bound" if self.time_ratio else
+                "point estimate" if self.time_point else "single values")
+        return f"the machine explains at most {(ratio - 1) * 100:+.0f}% ({PROBE_NAMES.get(name, name)} probe, {kind})"
 
     def describe(self) -> str:
         """``this machine's memory bandwidth is 31% lower than the lock's machine's``, for the worst probe."""
@@ -211,8 +238,9 @@ class MachineComparison:
 
 
 def compare_machines(locked: Mapping[str, Any] | None, current: Mapping[str, Any] | None,
-                     tolerance: float) -> MachineComparison | None:
-    """``None`` when either side has no probes, or probes of another version or size."""
+                     tolerance: float, bounds: bool = True) -> MachineComparison | None:
+    """``None`` when either side has no probes, or probes of another version or size. ``bounds=False``
+    skips the bootstrap (a round's point estimate is all the gate's rounds need)."""
     if not locked or not current or locked.get("probe") != current.get("probe"):
         return None
     if any(locked.get(k) != current.get(k) for k in ("triad_n", "fma_iterations")):
@@ -220,9 +248,14 @@ def compare_machines(locked: Mapping[str, Any] | None, current: Mapping[str, Any
     changes = {name: (float(current[name]) / float(locked[name]) - 1.0) * 100.0
                for name in PROBES if locked.get(name) and current.get(name)}
     then, now = locked.get("samples_ms") or {}, current.get("samples_ms") or {}
-    ratios = {name: _time_ratio_bounds(then[name], now[name]) for name in changes if then.get(name) and now.get(name)}
-    return MachineComparison(changes, tolerance * 100.0, ratios if len(ratios) == len(changes) else {}) \
-        if changes else None
+    if not changes:
+        return None
+    timed = [name for name in changes if then.get(name) and now.get(name)]
+    if len(timed) < len(changes):  # an older record without each run's time: the rates' point estimates
+        return MachineComparison(changes, tolerance * 100.0)
+    return MachineComparison(changes, tolerance * 100.0,
+                             {name: _time_ratio_bounds(then[name], now[name]) for name in timed} if bounds else {},
+                             {name: _time_point(then[name], now[name]) for name in timed})
 
 
 # --------------------------------------------------------------------------- GPU probes

@@ -33,7 +33,8 @@ from ..lock.lockfile import (LockfileError, entry_key, get_entry, lockfile_path,
 from ..lock.sources import load_source, source_name, store_source
 from .marker import TuneSettings
 from ..measure.timing import TimingStats
-from ..gate.probes import GPU_PROBE_VERSION, PROBE_VERSION, probe_measure, probe_sizes, probes_for
+from ..gate.probes import CPU_KINDS, GPU_PROBE_VERSION, PROBE_VERSION, probe_measure, probe_sizes, probes_for
+from ..gate.rounds import best_state_rounds, rotating_pin
 from ..gate.retune import RetuneDecision, decide
 from ..runners import make_runner
 from ..engine.cluster import ClusterError
@@ -42,8 +43,8 @@ from ..runners.isolation import sharing_one_cpu
 from .scratch import ScratchCache, fingerprint
 from .session import SessionState
 from ..space import SearchSpaceError
-from ..engine.tuner import (TuneError, TuneResult, _evaluate, build_space, compile_ahead_summary, first_failures, spills,
-                            tune)
+from ..engine.tuner import (TuneError, TuneResult, _evaluate, build_space, compile_ahead_summary, first_failures,
+                            params_key, spills, tune)
 
 
 def _failed(message: str) -> BaseException:
@@ -461,9 +462,24 @@ class Autotune:
                path: Path) -> dict[str, Any]:
         s = self.settings
         device = result.device
-        stats = TimingStats.from_samples(decision.samples)
         ups = [r for r in [*([] if decision.params == result.params else [_winner_record(result)]),
                            *result.runners_up] if dict(r.params) != decision.params][:len(result.runners_up)]
+        samples = list(decision.samples)
+        up_samples = [list(result.confirmed_samples(r.params) or r.measurement.samples) for r in ups]
+        sizes = probe_sizes(k.footprint, TimingStats.from_samples(samples).median)
+        machine = probes_for(device.kind, sizes, make=k.probe_make)
+        retimed = {params_key(r.params) for r in ups if result.confirmed_samples(r.params)}
+        if machine is not None and device.kind in CPU_KINDS:
+            # the winner (and its runners-up) again, in rounds beside the probes on each CPU in turn; the
+            # rounds where the machine was at its best are kept, so samples and probes describe one state
+            rounds = best_state_rounds(
+                [lambda p=dict(p): runner.evaluate(p) for p in [decision.params, *(r.params for r in ups)]],
+                lambda: probes_for(device.kind, sizes, fresh=True, make=k.probe_make), rotating_pin(runner),
+                s.tolerance)
+            if rounds is not None:
+                (samples, *up_samples), machine, _kept = rounds
+                retimed = {params_key(r.params) for r in ups}
+        stats = TimingStats.from_samples(samples)
         return {
             "kernel": k.label,
             "test": self.item.nodeid,
@@ -472,12 +488,14 @@ class Autotune:
             "unit": "ms",
             "stats": {key: v for key, v in stats.as_dict(samples=False).items()},
             "samples": list(stats.samples),
-            # each runner-up's median names its kind: re-timed beside the winner in the confirmation
-            # rounds (comparable with the winner's), or its single search-time measurement (not comparable)
-            "runners_up": [{"params": dict(r.params), "median": float(_median(result, r)),
-                            "median_kind": "re-timed" if result.confirmed_samples(r.params) else "search",
-                            "samples": list(result.confirmed_samples(r.params) or r.measurement.samples)}
-                           for r in ups],
+            # each runner-up's median names its kind: re-timed beside the winner (in the confirmation rounds
+            # or the rounds beside the probes; comparable with the winner's), or its single search-time
+            # measurement (not comparable)
+            "runners_up": _fastest_first([{"params": dict(r.params),
+                                           "median": TimingStats.from_samples(xs).median if xs else _median(result, r),
+                                           "median_kind": "re-timed" if params_key(r.params) in retimed else "search",
+                                           "samples": xs}
+                                          for r, xs in zip(ups, up_samples)]),
             "stats_kind": "re-timed",  # the winner's samples: its confirmation rounds
             "hashes": k.hashes,
             "problem": k.problem,
@@ -490,8 +508,7 @@ class Autotune:
             "tolerance": s.tolerance,
             **self._source_fields(k, path),
             # probes sized to this kernel: its footprint, and about its duration
-            **({"machine": machine} if (machine := probes_for(
-                device.kind, probe_sizes(k.footprint, stats.median), make=k.probe_make)) else {}),
+            **({"machine": machine} if machine else {}),
             **({"cpu": cpu} if (cpu := cpu_record(device)) else {}),
             "versions": {**device.versions, **k.toolchain, "pytest_autotune": __version__},
             "timestamp": utc_timestamp(),
@@ -521,7 +538,8 @@ class Autotune:
             rival = (lambda p: runner.evaluate(p)) if opts.ranking else None
             outcome = run_gate(label, self.item.nodeid, entry, measure_current(), s.tolerance, s.alpha, rival,
                                remeasure=measure_current,
-                               probe=probe if recorded.get("probe") in (PROBE_VERSION, GPU_PROBE_VERSION) else None)
+                               probe=probe if recorded.get("probe") in (PROBE_VERSION, GPU_PROBE_VERSION) else None,
+                               pin=rotating_pin(runner) if kind in CPU_KINDS else None)
         files = _changed_files(k, entry)
         changes = [*toolchain_changes(entry, {**runner.device().versions, **k.toolchain})]
         if entry.get("test") not in (None, self.item.nodeid):
@@ -687,6 +705,13 @@ def _winner_record(result: TuneResult) -> Any:
     from ..engine.evaluator import EvaluationRecord
 
     return EvaluationRecord(-1, -1, dict(result.params), result.measurement, 0.0)
+
+
+def _fastest_first(runners_up: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Runners-up re-timed side by side are ranked by those medians (the search's order otherwise)."""
+    if all(r["median_kind"] == "re-timed" for r in runners_up):
+        return sorted(runners_up, key=lambda r: r["median"])
+    return runners_up
 
 
 def _median(result: TuneResult, record: Any) -> float:

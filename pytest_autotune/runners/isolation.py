@@ -577,26 +577,37 @@ class HostedRunner:
         return f"<{type(self).__name__} {self.name!r} {mode}>"
 
 
-@contextmanager
-def sharing_one_cpu(*runners: Any) -> Iterator[None]:
-    """Pin the runners' worker processes to one CPU for the duration, then restore their affinity.
+def usable_cpus() -> list[int]:
+    """The CPUs this process may run on, in order (``[]`` where affinity is not supported)."""
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
 
-    Two workers timed side by side (the gate's A/B) must meet the same conditions. Left to the
-    scheduler, they sat on different CPUs for whole scheduling windows: identical sources read up to
-    1.5x apart on a shared 2-core host, in 3-15 % of A/B blocks; pinned to one CPU, 0 of 40 at the same
-    load, and the spread of the A/B ratio halved. Linux only; elsewhere (and in-process) a no-op.
+
+@contextmanager
+def sharing_one_cpu(*runners: Any, cpu: int | None = None, here: bool = False) -> Iterator[None]:
+    """Pin the runners' worker processes (and, with ``here``, the calling thread) to one CPU for the
+    duration, then restore their affinity. ``cpu`` defaults to the first usable one.
+
+    Two measurements compared side by side (the gate's A/B; the machine probes, which run in this
+    process, and the kernel they correct) must meet the same conditions. Left to the scheduler, they sat
+    on different CPUs for whole scheduling windows: identical sources read up to 1.5x apart on a shared
+    2-core host, in 3-15 % of A/B blocks; pinned to one CPU, 0 of 40 at the same load, and the spread of
+    the A/B ratio halved. The probes, run in this process while the kernel ran in its worker, had no
+    correlation with the kernel's speed (r = -0.02 over 30 rounds); pinned beside it, r = 0.61. Linux only;
+    elsewhere a no-op.
     """
     pids = [pid for pid in (getattr(r, "worker_pid", None) for r in runners) if pid is not None]
-    if len(pids) < 2 or not hasattr(os, "sched_setaffinity"):
+    if here:
+        pids.append(0)  # 0: the calling thread
+    if not hasattr(os, "sched_setaffinity") or len(pids) < (1 if here else 2):
         yield
         return
     saved: dict[int, set[int]] = {}
     try:
-        cpu = min(os.sched_getaffinity(0))
+        cpu = min(os.sched_getaffinity(0)) if cpu is None else cpu
         for pid in pids:
             saved[pid] = os.sched_getaffinity(pid)
             os.sched_setaffinity(pid, {cpu})
-    except OSError:  # a worker just exited, or no permission: measure as the scheduler places them
+    except OSError:  # a worker just exited, no permission, a CPU not ours: as the scheduler places them
         pass
     try:
         yield

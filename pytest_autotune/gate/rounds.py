@@ -1,0 +1,120 @@
+"""Rounds beside the probes: the kernel measured where the machine's conditions are known.
+
+A shared machine is not one machine over time. On the 2-core CI host the same
+unchanged kernel (128 KiB in L2) read 0.245 ms in some rounds and 0.40-0.60 ms
+in others, a tenth of a second apart: states that last from a fraction of a
+second to several seconds, per CPU (a busy hyperthread sibling on the host,
+most likely). A triad probe sized to the kernel, pinned beside it on the same
+CPU, mostly read the same two states (0.0030 ms and 0.0049 ms; correlation
+0.61 over 30 rounds); run in the pytest process while the kernel ran in its
+worker, it read no correlation at all (-0.02).
+
+So both the lock and the gate measure in *rounds*: each round pins the
+kernel's worker and this thread to one CPU (the CPUs taken in turn), runs
+the probes, the kernel, and the probes again. The probes then say, round by
+round, which state the machine was in:
+
+* the lock keeps the rounds where the machine was at its best (the winner
+  within the tolerance of its best round): its samples and probes describe
+  one state, the fastest the machine offered (:func:`best_state_rounds`);
+* the gate compares the kernel with the lock in *like-for-like* rounds (the
+  probes within the tolerance of the lock's): there no correction is needed
+  and none is guessed (:mod:`.verdict`).
+"""
+from __future__ import annotations
+
+import os
+import time
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from ..measure.timing import faster_half
+from ..results import Measurement
+from .probes import pool_probes
+
+Measure = Callable[[], Measurement]
+Probe = Callable[[], "Mapping[str, Any] | None"]
+Pin = Callable[[int], AbstractContextManager]
+"""Round ``i``'s placement: a context manager that keeps the kernel and the probes on one CPU."""
+
+LOCK_ROUNDS = 6
+"""Rounds the lock measures its winner in, beside the probes (the CPUs in turn: 3 on each of 2 cores)."""
+LOCK_PAUSE_S = 0.1
+
+
+def rotating_pin(*runners: Any) -> Pin:
+    """Round ``i`` on the ``i``-th usable CPU (in turn), with the runners' workers and this thread.
+
+    Taking the CPUs in turn gives each its chance to be in the fast state; pinning keeps the probes on the
+    CPU the kernel runs on, so they see what it sees."""
+    from ..runners.isolation import sharing_one_cpu, usable_cpus
+
+    cpus = usable_cpus()
+    if not cpus:
+        return lambda i: nullcontext()
+    return lambda i: sharing_one_cpu(*runners, cpu=cpus[i % len(cpus)], here=True)
+
+
+@dataclass
+class Round:
+    """One round: each configuration's measurement, between two runs of the probes."""
+
+    measurements: list[Measurement]
+    probes: list[Mapping[str, Any]]
+    cpu: int | None = None  # the CPU it was pinned to (None: not pinned)
+
+    @property
+    def failed(self) -> Measurement | None:
+        return next((m for m in self.measurements if not m.ok), None)
+
+    def samples(self, which: int = 0) -> list[float]:
+        m = self.measurements[which]
+        return list(m.samples) if m.samples else [float(m.value)]  # type: ignore[arg-type]
+
+
+def measure_round(i: int, measures: Sequence[Measure], probe: Probe | None, pin: Pin | None,
+                  pause_s: float = 0.0) -> Round:
+    """Round ``i``: after ``pause_s``, on round ``i``'s CPU, the probes, each measure in turn, the probes."""
+    if pause_s > 0:
+        time.sleep(pause_s)
+    with pin(i) if pin is not None else nullcontext():
+        cpu = _pinned_cpu()
+        before = (probe() or {}) if probe is not None else {}
+        measurements = []
+        for measure in measures:
+            measurements.append(measure())
+            if not measurements[-1].ok:
+                break
+        after = (probe() or {}) if probe is not None else {}
+    return Round(measurements, [p for p in (before, after) if p], cpu)
+
+
+def _pinned_cpu() -> int | None:
+    cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
+    return next(iter(cpus)) if len(cpus) == 1 else None
+
+
+def best_state_rounds(measures: Sequence[Measure], probe: Probe | None, pin: Pin | None, tolerance: float,
+                      rounds: int = LOCK_ROUNDS, pause_s: float = LOCK_PAUSE_S
+                      ) -> tuple[list[list[float]], dict[str, Any] | None, int] | None:
+    """Measure ``measures`` in ``rounds`` rounds beside the probes and keep the rounds at the machine's best.
+
+    The machine's best is what the first measure (the winner) reads it to be: a round is kept when the
+    median of its faster half is within ``tolerance`` of the best round's. (Chosen by the probes instead,
+    the lock of the 128 KiB kernel on the CI host kept rounds at 0.33 ms when the kernel's best was 0.24 ms:
+    the probes do not see every state the kernel feels.) Returns each measure's pooled samples from the kept
+    rounds, the pooled probe record of those rounds, and how many were kept; None when a measure fails
+    (the caller keeps what it had)."""
+    done = []
+    for i in range(rounds):
+        r = measure_round(i, measures, probe, pin, pause_s if i else 0.0)
+        if r.failed is not None:
+            return None
+        done.append(r)
+    speeds = [float(np.median(faster_half(r.samples(0)))) for r in done]
+    kept = [r for r, speed in zip(done, speeds) if speed <= min(speeds) * (1 + tolerance)]
+    samples = [[x for r in kept for x in r.samples(j)] for j in range(len(measures))]
+    return samples, pool_probes([p for r in kept for p in r.probes]), len(kept)
