@@ -10,10 +10,12 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from pytest_autotune.gate.verdict import AB_ROUNDS, CONFIRM_PAUSE_S, CONFIRM_ROUNDS, faster_half, interleaved
+from pytest_autotune.gate.verdict import AB_ROUNDS, interleaved
+from pytest_autotune.measure.timing import faster_half
 from pytest_autotune.measure.timing import compare_samples
 
 PROBES = ("bandwidth_gbs", "compute_gflops")
+CONFIRM_ROUNDS, CONFIRM_PAUSE_S = 2, 0.1  # as they were then
 
 
 def machine_differs(locked: Mapping[str, Any], current: Mapping[str, Any], tolerance: float) -> bool:

@@ -3,18 +3,21 @@
 source (x1.3 and x3, through the build's flags), and a header edit, quiet and with one and two busy neighbours.
 
 Kernels (C runner, no GPU): ``compute`` (16 Ki floats, in L2, 100 sweeps: compute bound) and ``memory``
-(4 Mi floats a side, beyond the L3: memory bound). Their amount of work is ``REPS``, set by ``#define`` in a
-header (``reps.h``, found through ``-I``) unless the build's flags set it (``-DREPS=...``): a slowdown x1.3 or
+(2 Mi floats a side, 16 MiB: beyond L2, memory bound where the L3 is smaller; 10 sweeps). Their amount of
+work is ``REPS``, set by ``#define`` in a header (``reps.h``, found through ``-I``) unless the build's flags set it (``-DREPS=...``): a slowdown x1.3 or
 x3 made that way leaves source, headers and arguments as they were, as a toolchain, flag or environment
 regression does. A header edit (+30 % work in ``reps.h``) is gated A/B, like an edited kernel file.
 
-The lock is recorded once per kernel on the machine as it is when the benchmark starts, as ``tune()``
-records it (winner and runner-up re-timed in interleaved confirmation rounds in one worker), with the probes
-sized to the kernel. Then, in rounds, each condition (``quiet``, ``busy1``, ``busy2``: one or two processes
-spinning on the 2 cores) runs a gate session per kernel and scenario, and both gates judge the same first
-measurement: ``today`` (benchmarks/_gate_today.py: the probes' best runs veto "slower" into "incomparable"
-beyond the tolerance, and so does a runner-up that slowed alike) and ``new`` (the product's run_gate: probes
-paired with the confirmation rounds, the machine's share bounded and taken off; runner-up no excuse).
+The lock is recorded once per kernel on the machine as it is when the benchmark starts, each gate's way:
+``today``'s as ``tune()`` recorded it then (winner and runner-up re-timed in interleaved confirmation rounds
+in one worker, default-size probes in this process), ``new``'s as the plugin records it now (the same, then
+the rounds beside the probes sized to the kernel, on each CPU in turn, keeping the machine's best state:
+pytest_autotune.gate.rounds). Then, in rounds, each condition (``quiet``, ``busy1``, ``busy2``: one or two
+processes spinning on the 2 cores) runs a gate session per kernel and scenario, and both gates judge the
+same first measurement: ``today`` (benchmarks/_gate_today.py: the probes' best runs veto "slower" into
+"incomparable" beyond the tolerance, and so does a runner-up that slowed alike) and ``new`` (the product's
+run_gate: fresh rounds beside the probes on the kernel's CPU, like-for-like rounds compared as they are,
+the others corrected; runner-up no excuse).
 
 A failure of an unchanged kernel is a false alarm; of a slowed one a detection; "incomparable" is neither.
 
@@ -45,6 +48,7 @@ from _gate_today import machine_differs, run_gate_today  # noqa: E402
 
 from pytest_autotune.engine.tuner import CONFIRM_ROUNDS, confirm, params_key  # noqa: E402
 from pytest_autotune.gate.probes import measure_cpu_probes, probe_sizes  # noqa: E402
+from pytest_autotune.gate.rounds import best_state_rounds, rotating_pin  # noqa: E402
 from pytest_autotune.gate.verdict import run_ab_gate, run_gate  # noqa: E402
 from pytest_autotune.measure.timing import MeasureOptions  # noqa: E402
 from pytest_autotune.runners import KernelSpec, make_runner  # noqa: E402
@@ -60,7 +64,7 @@ void work(float *out, const float *in, int n) {
 }
 """
 HEADER = "#ifndef REPS\n#define REPS {reps}\n#endif\n"
-SIZES = {"compute": (16384, 100), "memory": (4 << 20, 5)}
+SIZES = {"compute": (16384, 100), "memory": (2 << 20, 10)}  # floats, sweeps (REPS): x1.3 exact
 SLOWDOWNS = (1.3, 3.0)  # through the build's flags (-DREPS), source and headers untouched
 HEADER_EDIT = 0.30
 CONDITIONS = {"quiet": 0, "busy1": 1, "busy2": 2}
@@ -122,20 +126,27 @@ def main(argv: list[str] | None = None) -> int:
     # The lock, as tune() records it: winner and runner-up in confirmation rounds in one worker, the probes
     # sized to the kernel (new gate) and at the default size (today's gate) measured in the same session.
     lock_default_probes = measure_cpu_probes()
-    specs, entries, sizes = {}, {}, {}
+    specs, entries, today_entries, sizes, kept = {}, {}, {}, {}, {}
     for name in chosen:
         specs[name] = spec_in(tmp / name, name, SIZES[name][1])
+        footprint = sum(a.nbytes for a in specs[name].args if hasattr(a, "shape"))
         with runner(specs[name]) as session:
             session.evaluate(LOCKED)
             pooled = confirm(session, [LOCKED, RUNNER_UP], CONFIRM_ROUNDS)
-        samples, up = pooled[params_key(LOCKED)], pooled[params_key(RUNNER_UP)]
-        assert samples and up, (name, "a configuration failed in the lock's confirmation rounds")
-        footprint = sum(a.nbytes for a in specs[name].args if hasattr(a, "shape"))
-        sizes[name] = probe_sizes(footprint, float(np.median(samples)))
+            samples, up = pooled[params_key(LOCKED)], pooled[params_key(RUNNER_UP)]
+            assert samples and up, (name, "a configuration failed in the lock's confirmation rounds")
+            today_entries[name] = {"params": LOCKED, "samples": samples, "stats": {"median": float(np.median(samples))},
+                                   "runners_up": [{"params": RUNNER_UP, "samples": up}]}
+            sizes[name] = probe_sizes(footprint, float(np.median(samples)))
+            rounds = best_state_rounds([lambda: session.evaluate(LOCKED), lambda: session.evaluate(RUNNER_UP)],
+                                       lambda: measure_cpu_probes(**sizes[name]), rotating_pin(session), args.tolerance)
+            assert rounds is not None, (name, "a configuration failed in the lock's rounds")
+            (samples, up), machine, kept[name] = rounds
         entries[name] = {"params": LOCKED, "samples": samples, "stats": {"median": float(np.median(samples))},
-                         "runners_up": [{"params": RUNNER_UP, "samples": up}],
-                         "machine": measure_cpu_probes(**sizes[name])}
-        print(f"locked {name}: median {entries[name]['stats']['median']:.4g} ms n={len(samples)}; probes {sizes[name]}")
+                         "runners_up": [{"params": RUNNER_UP, "samples": up}], "machine": machine}
+        print(f"locked {name}: median {entries[name]['stats']['median']:.4g} ms n={len(samples)} ({kept[name]} of the "
+              f"rounds at the machine's best; as tune() did: {today_entries[name]['stats']['median']:.4g} ms); "
+              f"probes {sizes[name]}")
 
     results: dict[tuple[str, str, str, str], list[str]] = defaultdict(list)
     new_failures: list[dict[str, Any]] = []  # what the new gate said when it failed an unchanged kernel
@@ -152,12 +163,13 @@ def main(argv: list[str] | None = None) -> int:
                     for scenario, reps in [("unchanged", None), *((f"env x{f:g}", round(base * f)) for f in SLOWDOWNS)]:
                         with runner(specs[name], reps) as session:
                             m = session.evaluate(LOCKED)
-                            today = run_gate_today(entries[name], m, args.tolerance, args.alpha,
+                            today = run_gate_today(today_entries[name], m, args.tolerance, args.alpha,
                                                    lambda: session.evaluate(LOCKED), other_machine[name],
                                                    session.evaluate)
                             new = run_gate(name, "bench", entries[name], m, args.tolerance, args.alpha,
                                            remeasure=lambda: session.evaluate(LOCKED),
-                                           probe=lambda: measure_cpu_probes(**sizes[name]))
+                                           probe=lambda: measure_cpu_probes(**sizes[name]),
+                                           pin=rotating_pin(session))
                         results[(name, scenario, condition, "today")].append(today)
                         results[(name, scenario, condition, "new")].append(new.verdict)
                         if scenario == "unchanged" and new.verdict != "pass":
@@ -172,13 +184,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  round {i + 1}/{args.runs} ({time.perf_counter() - started:.0f} s, load {os.getloadavg()[0]:.1f})",
               flush=True)
         # written after every round: a run stopped early (a shared machine's time is short) keeps its rounds
-        summarise(args, argv, results, entries, sizes, loads, load_before, new_failures, env_before, started,
-                  rounds=i + 1, final=i + 1 == args.runs)
+        summarise(args, argv, results, entries, today_entries, sizes, loads, load_before, new_failures, env_before,
+                  started, rounds=i + 1, final=i + 1 == args.runs)
     return 0
 
 
-def summarise(args: Any, argv: list[str] | None, results: Any, entries: Any, sizes: Any, loads: Any,
-              load_before: Any, new_failures: Any, env_before: Any, started: float, rounds: int, final: bool) -> None:
+def summarise(args: Any, argv: list[str] | None, results: Any, entries: Any, today_entries: Any, sizes: Any,
+              loads: Any, load_before: Any, new_failures: Any, env_before: Any, started: float, rounds: int,
+              final: bool) -> None:
     header = ["kernel", "scenario", "condition", "gate", "runs", "fail", "rate", "incomparable"]
     table, rows = [], []
     for (name, scenario, condition, gate), verdicts in sorted(results.items()):
@@ -200,6 +213,7 @@ def summarise(args: Any, argv: list[str] | None, results: Any, entries: Any, siz
                             "slowdowns": list(SLOWDOWNS), "header_edit": HEADER_EDIT},
                "lock": {k: {"median_ms": round(e["stats"]["median"], 5), "probe_sizes": sizes[k]}
                         for k, e in entries.items()},
+               "lock_today": {k: {"median_ms": round(e["stats"]["median"], 5)} for k, e in today_entries.items()},
                "load_1min": {"before": round(load_before[0], 2),
                              **{c: [round(min(v), 2), round(float(np.median(v)), 2), round(max(v), 2)]
                                 for c, v in loads.items()}},
