@@ -227,6 +227,12 @@ class Evaluator:
             self.on_record(record, self)
         return record
 
+    def _finish(self, batch: BatchSearch, reason: str, started: float) -> None:
+        """Close the search and record why and after how long it ended (however it ended)."""
+        batch.close()
+        self.history.stop_reason = reason
+        self.history.elapsed_seconds = self.clock() - started
+
     def _systematic(self, record: EvaluationRecord, strategy: Strategy, batch: BatchSearch, started: float) -> str:
         """After ``record``: the stop reason when the failures so far are systematic (a contrast decides)."""
         watch = self.watch
@@ -337,7 +343,5 @@ class Evaluator:
                 record = self._tell(batch, proposal, key, row, self._measure(key, row, proposal))
                 reason = self._systematic(record, strategy, batch, started)
         finally:
-            batch.close()
-            self.history.stop_reason = reason
-            self.history.elapsed_seconds = self.clock() - started
+            self._finish(batch, reason, started)
         return self.history

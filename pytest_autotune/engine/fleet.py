@@ -157,9 +157,7 @@ class FleetEvaluator(Evaluator):
                 if not reason:  # failures that do not depend on the parameters end the search (what runs is kept)
                     reason = self._systematic(record, strategy, batch, started)
         finally:
-            batch.close()
-            self.history.stop_reason = reason
-            self.history.elapsed_seconds = self.clock() - started
+            self._finish(batch, reason, started)
         return self.history
 
     def _dispatch(self, batch: BatchSearch) -> bool:

@@ -185,11 +185,14 @@ class MachineComparison:
     time_ratio: dict[str, tuple[float, float]] = field(default_factory=dict)
     time_point: dict[str, float] = field(default_factory=dict)
 
+    def _points(self) -> dict[str, float]:
+        """Each probe's time ratio (point estimate): the lower quartiles', else the rates'."""
+        return self.time_point or {k: 1 / (1 + c / 100) for k, c in self.changes.items()}
+
     @property
     def factor(self) -> float:
         """How many times longer the slowest-moving probe takes here than with the lock (point estimate)."""
-        points = self.time_point or {k: 1 / (1 + c / 100) for k, c in self.changes.items()}
-        return max(points.values())
+        return max(self._points().values())
 
     @property
     def like_the_locks(self) -> bool:
@@ -201,8 +204,7 @@ class MachineComparison:
         return all(abs(c) <= self.tolerance_pct for c in self.changes.values())
 
     def _bound(self, slower: bool) -> tuple[str, float]:
-        ratios = self.time_ratio or {k: (v, v) for k, v in self.time_point.items()} or \
-            {k: (1 / (1 + c / 100),) * 2 for k, c in self.changes.items()}
+        ratios = self.time_ratio or {k: (v, v) for k, v in self._points().items()}
         if slower:
             return max(((k, hi) for k, (_, hi) in ratios.items()), key=lambda kv: kv[1])
         return min(((k, lo) for k, (lo, _) in ratios.items()), key=lambda kv: kv[1])

@@ -23,7 +23,6 @@ round, which state the machine was in:
 """
 from __future__ import annotations
 
-import os
 import time
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ import numpy as np
 
 from ..measure.timing import faster_half
 from ..results import Measurement
+from ..runners.isolation import sharing_one_cpu, usable_cpus
 from .probes import pool_probes
 
 Measure = Callable[[], Measurement]
@@ -50,8 +50,6 @@ def rotating_pin(*runners: Any) -> Pin:
 
     Taking the CPUs in turn gives each its chance to be in the fast state; pinning keeps the probes on the
     CPU the kernel runs on, so they see what it sees."""
-    from ..runners.isolation import sharing_one_cpu, usable_cpus
-
     cpus = usable_cpus()
     if not cpus:
         return lambda i: nullcontext()
@@ -93,8 +91,8 @@ def measure_round(i: int, measures: Sequence[Measure], probe: Probe | None, pin:
 
 
 def _pinned_cpu() -> int | None:
-    cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
-    return next(iter(cpus)) if len(cpus) == 1 else None
+    cpus = usable_cpus()
+    return cpus[0] if len(cpus) == 1 else None
 
 
 def best_state_rounds(measures: Sequence[Measure], probe: Probe | None, pin: Pin | None, tolerance: float,

@@ -467,18 +467,20 @@ class Autotune:
         samples = list(decision.samples)
         up_samples = [list(result.confirmed_samples(r.params) or r.measurement.samples) for r in ups]
         sizes = probe_sizes(k.footprint, TimingStats.from_samples(samples).median)
-        machine = probes_for(device.kind, sizes, make=k.probe_make)
         retimed = {params_key(r.params) for r in ups if result.confirmed_samples(r.params)}
-        if machine is not None and device.kind in CPU_KINDS:
+        rounds = None
+        if device.kind in CPU_KINDS:
             # the winner (and its runners-up) again, in rounds beside the probes on each CPU in turn; the
             # rounds where the machine was at its best are kept, so samples and probes describe one state
             rounds = best_state_rounds(
                 [lambda p=dict(p): runner.evaluate(p) for p in [decision.params, *(r.params for r in ups)]],
                 lambda: probes_for(device.kind, sizes, fresh=True, make=k.probe_make), rotating_pin(runner),
                 s.tolerance)
-            if rounds is not None:
-                (samples, *up_samples), machine, _kept = rounds
-                retimed = {params_key(r.params) for r in ups}
+        if rounds is not None:
+            (samples, *up_samples), machine, _kept = rounds
+            retimed = {params_key(r.params) for r in ups}
+        else:
+            machine = probes_for(device.kind, sizes, make=k.probe_make)
         stats = TimingStats.from_samples(samples)
         return {
             "kernel": k.label,
