@@ -20,8 +20,11 @@ run_gate: fresh rounds beside the probes on the kernel's CPU, like-for-like roun
 the others corrected; runner-up no excuse).
 
 A failure of an unchanged kernel is a false alarm; of a slowed one a detection; "incomparable" is neither.
+"rounds" is the new gate's mean count of fresh rounds (its cost beyond the first measurement); the JSON keeps
+each wrong or undecided verdict of the new gate with its rounds (CPU, like-for-like, probes, change).
 
     python benchmarks/bench_gate_robust.py [--runs 50] [--edit-runs 10] [--kernels compute,memory]
+                                           [--conditions quiet,busy1,busy2] [--scenarios unchanged,env]
                                            [--json benchmarks/results/bench_gate_robust.json]
 """
 from __future__ import annotations
@@ -112,12 +115,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--edit-runs", type=int, default=10, help="runs of the header edit (A/B) per condition")
     parser.add_argument("--kernels", default="compute,memory")
     parser.add_argument("--conditions", default="quiet,busy1,busy2")
+    parser.add_argument("--scenarios", default="unchanged,env",
+                        help="unchanged (false alarms), env (slowdowns through the flags); the header edit "
+                             "runs its --edit-runs either way")
     parser.add_argument("--tolerance", type=float, default=0.10)
     parser.add_argument("--alpha", type=float, default=0.01)
     parser.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "bench_gate_robust.json"))
     args = parser.parse_args(argv)
     chosen = [k.strip() for k in args.kernels.split(",") if k.strip()]
     conditions = [c.strip() for c in args.conditions.split(",") if c.strip()]
+    scenarios = {c.strip() for c in args.scenarios.split(",") if c.strip()}
     env_before = environment(["numpy", "scipy", "pytest"])
     load_before = os.getloadavg()
     started = time.perf_counter()
@@ -149,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
               f"probes {sizes[name]}")
 
     results: dict[tuple[str, str, str, str], list[str]] = defaultdict(list)
-    new_failures: list[dict[str, Any]] = []  # what the new gate said when it failed an unchanged kernel
+    new_failures: list[dict[str, Any]] = []  # the new gate's wrong or undecided verdicts, round by round
+    fresh_rounds: dict[tuple[str, str, str], list[int]] = defaultdict(list)  # the new gate's cost, in rounds
     loads: dict[str, list[float]] = defaultdict(list)
     for i in range(args.runs):
         for condition in conditions:
@@ -160,7 +168,9 @@ def main(argv: list[str] | None = None) -> int:
                 for name in chosen:
                     other_machine[name] = machine_differs(lock_default_probes, today_probes, args.tolerance)
                     base = SIZES[name][1]
-                    for scenario, reps in [("unchanged", None), *((f"env x{f:g}", round(base * f)) for f in SLOWDOWNS)]:
+                    for scenario, reps in [*([("unchanged", None)] if "unchanged" in scenarios else []),
+                                           *((f"env x{f:g}", round(base * f)) for f in SLOWDOWNS
+                                             if "env" in scenarios)]:
                         with runner(specs[name], reps) as session:
                             m = session.evaluate(LOCKED)
                             today = run_gate_today(today_entries[name], m, args.tolerance, args.alpha,
@@ -172,9 +182,11 @@ def main(argv: list[str] | None = None) -> int:
                                            pin=rotating_pin(session))
                         results[(name, scenario, condition, "today")].append(today)
                         results[(name, scenario, condition, "new")].append(new.verdict)
-                        if scenario == "unchanged" and new.verdict != "pass":
-                            new_failures.append({"kernel": name, "condition": condition, "round": i,
-                                                 "verdict": new.verdict, "message": new.message.splitlines()[:3]})
+                        fresh_rounds[(name, scenario, condition)].append(len(new.rounds))
+                        if (new.verdict != "pass") if scenario == "unchanged" else (new.verdict != "slower"):
+                            new_failures.append({"kernel": name, "scenario": scenario, "condition": condition,
+                                                 "round": i, "verdict": new.verdict,
+                                                 "message": new.message.splitlines()[:3], "rounds": new.rounds})
                     if i < args.edit_runs:  # the header edit, A/B as the product does it (locked header first)
                         edited = spec_in(tmp / f"{name}-edit", name, round(base * (1 + HEADER_EDIT)))
                         with runner(specs[name]) as a, runner(edited) as b, sharing_one_cpu(a, b):
@@ -185,23 +197,27 @@ def main(argv: list[str] | None = None) -> int:
               flush=True)
         # written after every round: a run stopped early (a shared machine's time is short) keeps its rounds
         summarise(args, argv, results, entries, today_entries, sizes, loads, load_before, new_failures, env_before,
-                  started, rounds=i + 1, final=i + 1 == args.runs)
+                  started, rounds=i + 1, final=i + 1 == args.runs, fresh_rounds=fresh_rounds)
     return 0
 
 
 def summarise(args: Any, argv: list[str] | None, results: Any, entries: Any, today_entries: Any, sizes: Any,
               loads: Any, load_before: Any, new_failures: Any, env_before: Any, started: float, rounds: int,
-              final: bool) -> None:
-    header = ["kernel", "scenario", "condition", "gate", "runs", "fail", "rate", "incomparable"]
+              final: bool, fresh_rounds: Any) -> None:
+    header = ["kernel", "scenario", "condition", "gate", "runs", "fail", "rate", "incomparable", "rounds"]
     table, rows = [], []
     for (name, scenario, condition, gate), verdicts in sorted(results.items()):
         counts = Counter(verdicts)
         fails = counts["slower"] + counts["broken"]
         kind = "false alarms" if scenario == "unchanged" else "detected"
+        used = fresh_rounds.get((name, scenario, condition)) if gate == "new" else None
         table.append([name, scenario, condition, gate, str(len(verdicts)), str(fails),
-                      f"{fails / len(verdicts):.0%} {kind}", str(counts["incomparable"])])
+                      f"{fails / len(verdicts):.0%} {kind}", str(counts["incomparable"]),
+                      f"{np.mean(used):.1f}" if used else "-"])
         rows.append({"kernel": name, "scenario": scenario, "condition": condition, "gate": gate,
-                     "runs": len(verdicts), "failures": fails, "verdicts": dict(counts)})
+                     "runs": len(verdicts), "failures": fails, "verdicts": dict(counts),
+                     **({"fresh_rounds_mean": round(float(np.mean(used)), 2), "fresh_rounds_max": max(used)}
+                        if used else {})})
     if final:
         print()
         print_table(table, header, title=f"gate today vs new: tolerance {args.tolerance:.0%}, alpha {args.alpha:g}")
@@ -210,14 +226,15 @@ def summarise(args: Any, argv: list[str] | None, results: Any, entries: Any, tod
                "rounds_done": rounds,
                "settings": {"runs": args.runs, "edit_runs": args.edit_runs, "tolerance": args.tolerance,
                             "alpha": args.alpha, "kernels": list(entries), "conditions": list(loads),
-                            "slowdowns": list(SLOWDOWNS), "header_edit": HEADER_EDIT},
+                            "slowdowns": list(SLOWDOWNS), "header_edit": HEADER_EDIT,
+                            "scenarios": args.scenarios},
                "lock": {k: {"median_ms": round(e["stats"]["median"], 5), "probe_sizes": sizes[k]}
                         for k, e in entries.items()},
                "lock_today": {k: {"median_ms": round(e["stats"]["median"], 5)} for k, e in today_entries.items()},
                "load_1min": {"before": round(load_before[0], 2),
                              **{c: [round(min(v), 2), round(float(np.median(v)), 2), round(max(v), 2)]
                                 for c, v in loads.items()}},
-               "results": rows, "new_gate_unchanged_not_passing": new_failures[:40],
+               "results": rows, "new_gate_wrong_or_undecided": new_failures[:200],
                "environment_before": env_before, "wall_s": round(time.perf_counter() - started, 1)}
     path = write_json(Path(args.json), payload)
     if final:

@@ -236,6 +236,7 @@ def _no_round_pauses(monkeypatch: pytest.MonkeyPatch) -> None:
     from pytest_autotune.gate import verdict
 
     monkeypatch.setattr(verdict, "ROUND_PAUSES_S", (0.0,) * len(verdict.ROUND_PAUSES_S))
+    monkeypatch.setattr(verdict, "MORE_ROUND_PAUSES_S", (0.0,) * len(verdict.MORE_ROUND_PAUSES_S))
 
 
 def _sequence(*scales: float):
@@ -379,6 +380,37 @@ def test_like_for_like_rounds_must_come_from_two_cpus() -> None:
     assert out.verdict == "slower", out.message
 
 
+def test_a_slowdown_seen_like_for_like_on_one_cpu_gets_more_rounds_for_the_other() -> None:
+    """Busy neighbours keep the second CPU unlike the lock's for the whole first schedule (12 rounds), then
+    it clears: the further rounds (MORE_ROUND_PAUSES_S) confirm the +30 % there. Before, the first
+    schedule ended "incomparable". Rounds pinned to the CPUs in turn, for real."""
+    import os
+
+    from pytest_autotune.gate import verdict
+    from pytest_autotune.gate.rounds import rotating_pin
+    from pytest_autotune.runners.isolation import usable_cpus
+
+    cpus = usable_cpus()
+    if len(cpus) < 2:
+        pytest.skip("needs two usable CPUs")
+    entry = {**LOCKED, "machine": _probes(1.0, 1.0)}
+    kernel_runs: list[int] = []
+
+    def slow_here() -> bool:  # the second CPU, during the first schedule
+        return os.sched_getaffinity(0) == {cpus[1]} and len(kernel_runs) <= len(verdict.ROUND_PAUSES_S)
+
+    def kernel() -> Measurement:
+        kernel_runs.append(1)
+        return _m(2.1 if slow_here() else 1.3)
+
+    out = run_gate("k", "t.py::t", entry, _m(1.3), 0.1, 0.01, remeasure=kernel,
+                   probe=lambda: _probes(1.6 if slow_here() else 1.0, 1.0), pin=rotating_pin())
+    assert out.verdict == "slower", out.message
+    assert len(verdict.ROUND_PAUSES_S) < len(out.rounds) <= len(verdict.ROUND_PAUSES_S) + len(verdict.MORE_ROUND_PAUSES_S)
+    assert {r["cpu"] for r in out.rounds if r["like"]} == set(cpus[:2])
+    assert out.rounds[1] == {"cpu": cpus[1], "like": False, "machine": 1.6, "change_pct": 110.0}
+
+
 def test_a_faster_machine_never_fades_a_slowdown() -> None:
     """Rounds where the machine runs 20 % faster than the lock's (the probes say so): a +30 % kernel reads
     only +4 % against the lock there. That is a slowdown the faster machine hides, not one that faded."""
@@ -396,6 +428,7 @@ def test_a_machine_that_stays_slower_than_the_locks_explains_more_than_its_probe
     out = run_gate("k", "t.py::t", entry, _m(2.0), 0.1, 0.01, remeasure=_sequence(2.0),
                    probe=lambda: _probes(1.63, 1.0))
     assert out.verdict == "incomparable" and not out.failed, out.message
+    assert len(out.rounds) == 12 and not any(r["like"] for r in out.rounds)  # no like round: no more rounds
     # a 3x regression in that state is still one: 6.0x against the lock, at most 2.66x explained
     out = run_gate("k", "t.py::t", entry, _m(6.0), 0.1, 0.01, remeasure=_sequence(6.0),
                    probe=lambda: _probes(1.63, 1.0))

@@ -49,6 +49,13 @@ and pauses of varied length give each round a fresh draw. A real regression cost
 rounds where the machine reads like the lock's; only a machine that stays unlike the lock's uses them all
 (on the CI host, quiet, the probes of a 128 KiB kernel read like the lock's in 11 % of rounds)."""
 
+MORE_ROUND_PAUSES_S = (0.5, 1.0, 0.3, 1.5, 0.7, 2.0, 0.5, 1.0)
+"""Further rounds (7.5 s of pauses at most), taken only when like-for-like rounds showed the slowdown but
+not yet in :data:`LIKE_ROUNDS` rounds on two CPUs by the end of :data:`ROUND_PAUSES_S`: the evidence is
+there, the machine has not yet offered the second CPU like the lock's. With busy neighbours on a 2-core
+host, one CPU can stay unlike the lock's for the whole first schedule; a kernel that shows no
+like-for-like round at all does not pay for them (its verdict rests on the correction)."""
+
 LIKE_ROUNDS = 2
 """Like-for-like rounds (probes within the tolerance of the lock's) a slowdown must show in, significant
 over their pooled samples, on two CPUs where the rounds took two: a neighbour that competed for one CPU's
@@ -84,6 +91,9 @@ class GateOutcome:
     absolute: Comparison | None = None
     machine: MachineComparison | None = None
     notes: list[str] = field(default_factory=list)
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+    """The fresh rounds of a suspected regression, one record each: ``cpu``, ``change_pct`` (its faster
+    half against the lock's), ``machine`` (the probes' time factor, None without probes), ``like``."""
 
     @property
     def failed(self) -> bool:
@@ -216,7 +226,8 @@ def run_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measurement: Me
     if cmp.slower and remeasure is not None:
         given = machine() if callable(machine) else machine
         return _judge_in_rounds(kernel, nodeid, entry, outcome, tolerance, alpha, remeasure, given, probe, pin,
-                                ROUND_PAUSES_S if pauses_s is None else pauses_s, measure_runner_up)
+                                ROUND_PAUSES_S if pauses_s is None else pauses_s, measure_runner_up,
+                                MORE_ROUND_PAUSES_S if pauses_s is None else ())
     mc = None
     if (cmp.slower or cmp.faster) and machine is None and probe is not None:
         with pin(0) if pin is not None else nullcontext():
@@ -249,12 +260,15 @@ def run_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measurement: Me
 def _judge_in_rounds(kernel: str, nodeid: str, entry: Mapping[str, Any], outcome: GateOutcome, tolerance: float,
                      alpha: float, remeasure: Measure, given: MachineComparison | None, probe: Probe | None,
                      pin: Pin | None, pauses: Sequence[float],
-                     measure_runner_up: Callable[[Mapping[str, Any]], Measurement] | None) -> GateOutcome:
+                     measure_runner_up: Callable[[Mapping[str, Any]], Measurement] | None,
+                     more_pauses: Sequence[float] = ()) -> GateOutcome:
     """A suspected regression, judged in rounds beside the probes (see :func:`run_gate`).
 
     Each round's faster half is divided by what the machine explains that round: the probes' point
     estimate where they read like the lock's (faster or slower by at most the tolerance), that to
-    :data:`MISMATCH_EXPONENT` where they do not, the given comparison's most where one is given."""
+    :data:`MISMATCH_EXPONENT` where they do not, the given comparison's most where one is given.
+    ``more_pauses`` continue the rounds where like-for-like rounds showed the slowdown but have not yet
+    decided it (see :data:`MORE_ROUND_PAUSES_S`)."""
     first = outcome.absolute
     assert first is not None
     locked = faster_half(entry["samples"])
@@ -267,7 +281,10 @@ def _judge_in_rounds(kernel: str, nodeid: str, entry: Mapping[str, Any], outcome
     like_cpus: set[int | None] = set()
     cpus: set[int | None] = set()
     every: list[float] = []  # the latest round's samples, all of them (the runners-up are timed against them)
-    for i, pause in enumerate(pauses):
+    decided = False
+    for i, pause in enumerate([*pauses, *more_pauses]):
+        if i == len(pauses) and not like_rounds:
+            break  # no like-for-like round: more rounds are unlikely to bring one, the correction decides
         r = measure_round(i, [remeasure], probe if given is None else None, pin, pause)
         if r.failed is not None:
             return _broken(kernel, nodeid, entry, r.failed)
@@ -282,6 +299,8 @@ def _judge_in_rounds(kernel: str, nodeid: str, entry: Mapping[str, Any], outcome
         # back within the tolerance of the lock (on a machine faster than the lock's, beyond what that
         # explains: a faster machine hides a slowdown, it never fades one): a passing load
         change = float(np.median(latest)) / min(1.0, divisor) / locked_median - 1.0
+        outcome.rounds.append({"cpu": r.cpu, "like": is_like, "machine": None if mc is None else round(mc.factor, 3),
+                               "change_pct": round(100 * (float(np.median(latest)) / locked_median - 1), 1)})
         if change <= tolerance:
             outcome.comparison = compare_samples(locked, latest, tolerance * 100.0, alpha)
             outcome.notes.append(f"a suspected regression ({first.change_pct:+.1f}%) did not persist: "
@@ -304,8 +323,9 @@ def _judge_in_rounds(kernel: str, nodeid: str, entry: Mapping[str, Any], outcome
                 which = "like-for-like" if like_machines else "fresh"
                 outcome.message = regression_message(kernel, nodeid, entry, first, outcome.machine, judged,
                                                      like_for_like=f"{like_rounds} {which} rounds")
+                decided = True
                 break
-    else:
+    if not decided:
         beyond = compare_samples(locked, corrected, tolerance * 100.0, alpha)
         outcome.comparison = beyond
         worst = max(unlike_machines, key=lambda m: m.factor) if unlike_machines else None
