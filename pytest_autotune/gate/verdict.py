@@ -298,9 +298,10 @@ def _judge_in_rounds(kernel: str, nodeid: str, entry: Mapping[str, Any], outcome
                    mc.factor if is_like else mc.factor ** MISMATCH_EXPONENT)
         # back within the tolerance of the lock (on a machine faster than the lock's, beyond what that
         # explains: a faster machine hides a slowdown, it never fades one): a passing load
-        change = float(np.median(latest)) / min(1.0, divisor) / locked_median - 1.0
+        against_lock = float(np.median(latest)) / locked_median
+        change = against_lock / min(1.0, divisor) - 1.0
         outcome.rounds.append({"cpu": r.cpu, "like": is_like, "machine": None if mc is None else round(mc.factor, 3),
-                               "change_pct": round(100 * (float(np.median(latest)) / locked_median - 1), 1)})
+                               "change_pct": round(100 * (against_lock - 1), 1)})
         if change <= tolerance:
             outcome.comparison = compare_samples(locked, latest, tolerance * 100.0, alpha)
             outcome.notes.append(f"a suspected regression ({first.change_pct:+.1f}%) did not persist: "
