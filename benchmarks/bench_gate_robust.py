@@ -23,13 +23,21 @@ A failure of an unchanged kernel is a false alarm; of a slowed one a detection; 
 "rounds" is the new gate's mean count of fresh rounds (its cost beyond the first measurement); the JSON keeps
 each wrong or undecided verdict of the new gate with its rounds (CPU, like-for-like, probes, change).
 
+``--trace FILE`` (JSON lines, kept outside the repository: tens of MB) records everything the new gate was given:
+the locks, then per gate session its first measurement, every fresh round's samples, probe records and CPU.
+benchmarks/replay_gate.py replays it through the gate as it is now, or through a variant of its rules, so a rule
+is measured on the very rounds the machine produced (same verdicts for the same rules).
+
     python benchmarks/bench_gate_robust.py [--runs 50] [--edit-runs 10] [--kernels compute,memory]
                                            [--conditions quiet,busy1,busy2] [--scenarios unchanged,env]
+                                           [--slowdowns 1.3,3]
                                            [--json benchmarks/results/bench_gate_robust.json]
+                                           [--trace ~/.cache/pytest-autotune/gate-traces/NAME.jsonl]
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -91,6 +99,42 @@ def runner(spec: KernelSpec, reps: int | None = None) -> Any:
     return make_runner(spec, runner="c", measure=MeasureOptions(), flags=flags)
 
 
+class Recorded:
+    """A measure and a probe that keep what they return, for the trace (see --trace)."""
+
+    def __init__(self, measure: Any, probe: Any) -> None:
+        self._measure, self._probe = measure, probe
+        self.measures: list[Any] = []
+        self.probes: list[Any] = []
+
+    def measure(self) -> Any:
+        m = self._measure()
+        self.measures.append(measurement_json(m))
+        return m
+
+    def probe(self) -> Any:
+        p = self._probe()
+        self.probes.append(p)
+        return p
+
+
+def trace_header(locks: dict[str, Any], tolerance: float, alpha: float, **more: Any) -> str:
+    """The trace's first line: the lock entries the sessions after it are gated against."""
+    return json.dumps({"locks": locks, "tolerance": tolerance, "alpha": alpha, "started": time.time(), **more},
+                      default=float) + "\n"
+
+
+def trace_line(where: dict[str, Any], first: Any, rec: Recorded, outcome: Any) -> str:
+    """One gate session: its first measurement, what its rounds measured (in order) and on which CPU."""
+    return json.dumps({**where, "verdict": outcome.verdict, "first": measurement_json(first), "measures": rec.measures,
+                       "probes": rec.probes, "cpus": [r["cpu"] for r in outcome.rounds]}, default=float) + "\n"
+
+
+def measurement_json(m: Any) -> dict[str, Any]:
+    return ({"value": m.value, "samples": list(m.samples)} if m.ok else
+            {"failure": m.failure.value, "detail": m.detail[:200]})
+
+
 class Neighbours:
     """Background processes each keeping one core busy (noisy tenants on a 2-core machine)."""
 
@@ -118,13 +162,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenarios", default="unchanged,env",
                         help="unchanged (false alarms), env (slowdowns through the flags); the header edit "
                              "runs its --edit-runs either way")
+    parser.add_argument("--slowdowns", default=",".join(f"{f:g}" for f in SLOWDOWNS),
+                        help="the env scenario's slowdown factors (through -DREPS)")
     parser.add_argument("--tolerance", type=float, default=0.10)
     parser.add_argument("--alpha", type=float, default=0.01)
     parser.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "bench_gate_robust.json"))
+    parser.add_argument("--trace", default="", help="JSON lines of every new-gate session, for replay_gate.py "
+                                                    "(keep it outside the repository)")
     args = parser.parse_args(argv)
     chosen = [k.strip() for k in args.kernels.split(",") if k.strip()]
     conditions = [c.strip() for c in args.conditions.split(",") if c.strip()]
     scenarios = {c.strip() for c in args.scenarios.split(",") if c.strip()}
+    slowdowns = [float(f) for f in args.slowdowns.split(",") if f.strip()]
     env_before = environment(["numpy", "scipy", "pytest"])
     load_before = os.getloadavg()
     started = time.perf_counter()
@@ -155,6 +204,11 @@ def main(argv: list[str] | None = None) -> int:
               f"rounds at the machine's best; as tune() did: {today_entries[name]['stats']['median']:.4g} ms); "
               f"probes {sizes[name]}")
 
+    trace = None
+    if args.trace:
+        Path(args.trace).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        trace = open(Path(args.trace).expanduser(), "a", encoding="utf-8")
+        trace.write(trace_header(entries, args.tolerance, args.alpha, sizes=sizes))
     results: dict[tuple[str, str, str, str], list[str]] = defaultdict(list)
     new_failures: list[dict[str, Any]] = []  # the new gate's wrong or undecided verdicts, round by round
     fresh_rounds: dict[tuple[str, str, str], list[int]] = defaultdict(list)  # the new gate's cost, in rounds
@@ -169,17 +223,21 @@ def main(argv: list[str] | None = None) -> int:
                     other_machine[name] = machine_differs(lock_default_probes, today_probes, args.tolerance)
                     base = SIZES[name][1]
                     for scenario, reps in [*([("unchanged", None)] if "unchanged" in scenarios else []),
-                                           *((f"env x{f:g}", round(base * f)) for f in SLOWDOWNS
+                                           *((f"env x{f:g}", round(base * f)) for f in slowdowns
                                              if "env" in scenarios)]:
                         with runner(specs[name], reps) as session:
                             m = session.evaluate(LOCKED)
                             today = run_gate_today(today_entries[name], m, args.tolerance, args.alpha,
                                                    lambda: session.evaluate(LOCKED), other_machine[name],
                                                    session.evaluate)
+                            rec = Recorded(lambda: session.evaluate(LOCKED),
+                                           lambda: measure_cpu_probes(**sizes[name]))
                             new = run_gate(name, "bench", entries[name], m, args.tolerance, args.alpha,
-                                           remeasure=lambda: session.evaluate(LOCKED),
-                                           probe=lambda: measure_cpu_probes(**sizes[name]),
-                                           pin=rotating_pin(session))
+                                           remeasure=rec.measure, probe=rec.probe, pin=rotating_pin(session))
+                        if trace is not None:
+                            trace.write(trace_line({"run": i, "kernel": name, "scenario": scenario,
+                                                    "condition": condition}, m, rec, new))
+                            trace.flush()
                         results[(name, scenario, condition, "today")].append(today)
                         results[(name, scenario, condition, "new")].append(new.verdict)
                         fresh_rounds[(name, scenario, condition)].append(len(new.rounds))
@@ -198,6 +256,8 @@ def main(argv: list[str] | None = None) -> int:
         # written after every round: a run stopped early (a shared machine's time is short) keeps its rounds
         summarise(args, argv, results, entries, today_entries, sizes, loads, load_before, new_failures, env_before,
                   started, rounds=i + 1, final=i + 1 == args.runs, fresh_rounds=fresh_rounds)
+    if trace is not None:
+        trace.close()
     return 0
 
 
@@ -226,7 +286,8 @@ def summarise(args: Any, argv: list[str] | None, results: Any, entries: Any, tod
                "rounds_done": rounds,
                "settings": {"runs": args.runs, "edit_runs": args.edit_runs, "tolerance": args.tolerance,
                             "alpha": args.alpha, "kernels": list(entries), "conditions": list(loads),
-                            "slowdowns": list(SLOWDOWNS), "header_edit": HEADER_EDIT,
+                            "slowdowns": [float(f) for f in args.slowdowns.split(",") if f.strip()],
+                            "header_edit": HEADER_EDIT,
                             "scenarios": args.scenarios},
                "lock": {k: {"median_ms": round(e["stats"]["median"], 5), "probe_sizes": sizes[k]}
                         for k, e in entries.items()},

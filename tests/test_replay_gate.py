@@ -1,0 +1,93 @@
+"""Recorded gate sessions (bench_gate_robust.py --trace) replayed through the gate (benchmarks/replay_gate.py):
+the gate as it is gives back each recorded verdict, and a varied rule is judged on the same rounds."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+for folder in (ROOT, ROOT / "benchmarks"):
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+
+from benchmarks import replay_gate  # noqa: E402
+from benchmarks.bench_gate_robust import Recorded, measurement_json, trace_header, trace_line  # noqa: E402
+from pytest_autotune.gate import verdict  # noqa: E402
+from pytest_autotune.results import Measurement  # noqa: E402
+from test_trust_units import _m, _probes  # noqa: E402
+
+LOCK = {"params": {"B": 2}, "samples": _m(1.0).samples, "stats": {"median": 1.0}, "machine": _probes(1.0, 1.0)}
+
+
+@pytest.fixture(autouse=True)
+def _no_round_pauses(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(verdict, "ROUND_PAUSES_S", (0.0,) * len(verdict.ROUND_PAUSES_S))
+    monkeypatch.setattr(verdict, "MORE_ROUND_PAUSES_S", (0.0,) * len(verdict.MORE_ROUND_PAUSES_S))
+
+
+def _record(scenario: str, kernel_scale: float, machine: float, first: float | None = None) -> tuple[str, str]:
+    """A gate session measured live (synthetic kernel and probes) through the benchmark's recorder, as its trace
+    line, and the verdict it got."""
+    rec = Recorded(lambda: _m(kernel_scale), lambda: _probes(machine, 1.0))
+    m = _m(kernel_scale if first is None else first)
+    out = verdict.run_gate("k", "bench", LOCK, m, 0.1, 0.01, remeasure=rec.measure, probe=rec.probe)
+    return trace_line({"run": 0, "kernel": "k", "scenario": scenario, "condition": "quiet"}, m, rec, out), out.verdict
+
+
+def _trace(tmp_path: Path, *lines: str) -> Path:
+    path = tmp_path / "t.jsonl"
+    path.write_text(trace_header({"k": LOCK}, 0.1, 0.01) + "".join(lines))
+    return path
+
+
+def test_replay_gives_back_every_recorded_verdict_and_judges_a_variant_on_the_same_rounds(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    # x1.5 on a machine whose probes read 1.3x in every round: squared, the machine explains 1.69x
+    line_nc, got_nc = _record("env x1.5", 1.5, 1.3)
+    line_pass, got_pass = _record("unchanged", 1.0, 1.0)
+    line_slow, got_slow = _record("env x3", 3.0, 1.0)
+    assert (got_nc, got_pass, got_slow) == ("incomparable", "pass", "slower")
+    trace = _trace(tmp_path, line_nc, line_pass, line_slow)
+    out = tmp_path / "r.json"
+    assert replay_gate.main([str(trace), "--variants", "as-is,exponent=1", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "0 of 3 sessions replayed as-is differ" in printed
+    rows = {(r["variant"], r["scenario"]): r["verdicts"] for r in json.loads(out.read_text())["results"]}
+    assert rows[("as-is", "env x1.5")] == {"incomparable": 1}
+    assert rows[("exponent=1", "env x1.5")] == {"slower": 1}  # 1.5 / 1.3 = +15 %: beyond the tolerance
+    assert rows[("exponent=1", "unchanged")] == {"pass": 1}
+    assert verdict.MISMATCH_EXPONENT == 2.0  # the variant's rule is restored after the replay
+
+
+def test_a_variant_that_needs_rounds_the_session_did_not_take_ends_undecided(tmp_path: Path) -> None:
+    line, got = _record("env x1.5", 1.5, 1.0)  # like-for-like rounds: slower after MIN_ROUNDS (6)
+    assert got == "slower"
+    session, header = replay_gate.load([str(_trace(tmp_path, line))])[0]
+    assert len(session["measures"]) == verdict.MIN_ROUNDS
+    with replay_gate.patched({"MIN_ROUNDS": verdict.MIN_ROUNDS + 2}):
+        assert replay_gate.replay(session, header) == "trace ended"
+    with replay_gate.patched({}):
+        assert replay_gate.replay(session, header) == "slower"
+
+
+def test_replay_reports_a_trace_the_gate_no_longer_agrees_with(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture) -> None:
+    line, _ = _record("env x3", 3.0, 1.0)
+    doctored = json.loads(line)
+    doctored["verdict"] = "pass"
+    trace = _trace(tmp_path, json.dumps(doctored) + "\n")
+    assert replay_gate.main([str(trace), "--variants", "as-is", "--json", str(tmp_path / "r.json")]) == 1
+    assert "1 of 1 sessions replayed as-is differ" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="unknown rule 'exponnent'"):
+        replay_gate.parse_variant("exponnent=1")
+
+
+def test_recorded_failures_replay_as_failures() -> None:
+    m = Measurement.failed({}, replay_gate.FailureKind.RUNTIME, "segfault")
+    back = replay_gate.measurement(json.loads(json.dumps(measurement_json(m))))
+    assert not back.ok and back.failure == replay_gate.FailureKind.RUNTIME and back.detail == "segfault"
+    assert np.isclose(replay_gate.measurement({"value": 1.0, "samples": [1.0, 2.0]}).value, 1.0)
