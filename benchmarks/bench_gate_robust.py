@@ -24,7 +24,8 @@ A failure of an unchanged kernel is a false alarm; of a slowed one a detection; 
 each wrong or undecided verdict of the new gate with its rounds (CPU, like-for-like, probes, change).
 
 ``--trace FILE`` (JSON lines, kept outside the repository: tens of MB) records everything the new gate was given:
-the locks, then per gate session its first measurement, every fresh round's samples, probe records and CPU.
+the locks, then per gate session its first measurement, every fresh round's samples, probe records and CPU, and
+after a gate that did not pass ``--look-ahead`` more rounds (8), which its verdict did not see.
 benchmarks/replay_gate.py replays it through the gate as it is now, or through a variant of its rules, so a rule
 is measured on the very rounds the machine produced (same verdicts for the same rules).
 
@@ -59,8 +60,8 @@ from _gate_today import machine_differs, run_gate_today  # noqa: E402
 
 from pytest_autotune.engine.tuner import CONFIRM_ROUNDS, confirm, params_key  # noqa: E402
 from pytest_autotune.gate.probes import measure_cpu_probes, probe_sizes  # noqa: E402
-from pytest_autotune.gate.rounds import best_state_rounds, rotating_pin  # noqa: E402
-from pytest_autotune.gate.verdict import run_ab_gate, run_gate  # noqa: E402
+from pytest_autotune.gate.rounds import best_state_rounds, measure_round, rotating_pin  # noqa: E402
+from pytest_autotune.gate.verdict import MORE_ROUND_PAUSES_S, run_ab_gate, run_gate  # noqa: E402
 from pytest_autotune.measure.timing import MeasureOptions  # noqa: E402
 from pytest_autotune.runners import KernelSpec, make_runner  # noqa: E402
 from pytest_autotune.runners.isolation import sharing_one_cpu  # noqa: E402
@@ -78,6 +79,7 @@ HEADER = "#ifndef REPS\n#define REPS {reps}\n#endif\n"
 SIZES = {"compute": (16384, 100), "memory": (2 << 20, 10)}  # floats, sweeps (REPS): x1.3 exact
 SLOWDOWNS = (1.3, 3.0)  # through the build's flags (-DREPS), source and headers untouched
 HEADER_EDIT = 0.30
+LOOK_AHEAD_PAUSES_S = MORE_ROUND_PAUSES_S  # as the gate's further rounds are paused
 CONDITIONS = {"quiet": 0, "busy1": 1, "busy2": 2}
 LOCKED, RUNNER_UP = {"UNROLL": 1}, {"UNROLL": 2}
 
@@ -124,10 +126,24 @@ def trace_header(locks: dict[str, Any], tolerance: float, alpha: float, **more: 
                       default=float) + "\n"
 
 
-def trace_line(where: dict[str, Any], first: Any, rec: Recorded, outcome: Any) -> str:
-    """One gate session: its first measurement, what its rounds measured (in order) and on which CPU."""
+def trace_line(where: dict[str, Any], first: Any, rec: Recorded, outcome: Any, cpus: list[Any] | None = None) -> str:
+    """One gate session: its first measurement, what its rounds measured (in order) and on which CPU (``cpus``:
+    the gate's rounds and any look-ahead rounds after them)."""
     return json.dumps({**where, "verdict": outcome.verdict, "first": measurement_json(first), "measures": rec.measures,
-                       "probes": rec.probes, "cpus": [r["cpu"] for r in outcome.rounds]}, default=float) + "\n"
+                       "probes": rec.probes, "rounds_judged": len(outcome.rounds),
+                       "cpus": [r["cpu"] for r in outcome.rounds] if cpus is None else cpus}, default=float) + "\n"
+
+
+def look_ahead(rec: Recorded, pin: Any, start: int, count: int) -> list[Any]:
+    """``count`` more rounds after a gate that did not pass, for the trace only (the verdict is already given):
+    a replayed rule that needs more rounds than the gate took then finds them. Returns their CPUs."""
+    cpus = []
+    for j in range(count):
+        r = measure_round(start + j, [rec.measure], rec.probe, pin, LOOK_AHEAD_PAUSES_S[j % len(LOOK_AHEAD_PAUSES_S)])
+        if r.failed is not None:
+            break
+        cpus.append(r.cpu)
+    return cpus
 
 
 def measurement_json(m: Any) -> dict[str, Any]:
@@ -164,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
                              "runs its --edit-runs either way")
     parser.add_argument("--slowdowns", default=",".join(f"{f:g}" for f in SLOWDOWNS),
                         help="the env scenario's slowdown factors (through -DREPS)")
+    parser.add_argument("--look-ahead", type=int, default=8,
+                        help="with --trace: rounds measured after a gate that did not pass, for replays of rules "
+                             "that need more rounds")
     parser.add_argument("--tolerance", type=float, default=0.10)
     parser.add_argument("--alpha", type=float, default=0.01)
     parser.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "bench_gate_robust.json"))
@@ -232,11 +251,15 @@ def main(argv: list[str] | None = None) -> int:
                                                    session.evaluate)
                             rec = Recorded(lambda: session.evaluate(LOCKED),
                                            lambda: measure_cpu_probes(**sizes[name]))
+                            pin = rotating_pin(session)
                             new = run_gate(name, "bench", entries[name], m, args.tolerance, args.alpha,
-                                           remeasure=rec.measure, probe=rec.probe, pin=rotating_pin(session))
+                                           remeasure=rec.measure, probe=rec.probe, pin=pin)
+                            cpus = [r["cpu"] for r in new.rounds]
+                            if trace is not None and new.verdict in ("slower", "incomparable"):
+                                cpus += look_ahead(rec, pin, len(cpus), args.look_ahead)
                         if trace is not None:
                             trace.write(trace_line({"run": i, "kernel": name, "scenario": scenario,
-                                                    "condition": condition}, m, rec, new))
+                                                    "condition": condition}, m, rec, new, cpus))
                             trace.flush()
                         results[(name, scenario, condition, "today")].append(today)
                         results[(name, scenario, condition, "new")].append(new.verdict)

@@ -12,8 +12,9 @@ the tolerance, so unchanged kernels' false alarms are measured exactly.
                                      [--json benchmarks/results/replay_gate.json]
 
 A variant is ``name=value`` of a constant of pytest_autotune.gate.verdict (``exponent`` is MISMATCH_EXPONENT,
-``like_rounds``, ``min_rounds``), for one kernel only as ``name.KERNEL=value``, or ``probes=NAME`` (the machine
-judged by that probe alone, e.g. ``probes=bandwidth_gbs``); several joined by ``+``.
+``like_rounds``, ``min_rounds``), for one kernel only as ``name.KERNEL=value``, ``probes=NAME`` (the machine
+judged by that probe alone, e.g. ``probes=bandwidth_gbs``) or ``divisor=continuous`` (see DIVISORS); several
+joined by ``+``.
 """
 from __future__ import annotations
 
@@ -37,6 +38,16 @@ from pytest_autotune.gate.probes import PROBES  # noqa: E402
 from pytest_autotune.results import FailureKind, Measurement  # noqa: E402
 
 CONSTANTS = {"exponent": "MISMATCH_EXPONENT", "like_rounds": "LIKE_ROUNDS", "min_rounds": "MIN_ROUNDS"}
+
+
+def _continuous(factor: float, like: bool) -> float:
+    """The exponent only on the part of the factor beyond the like-for-like threshold (10 %): no step there."""
+    edge = 1.10
+    return factor if factor <= edge else factor * (factor / edge) ** (verdict_module.MISMATCH_EXPONENT - 1)
+
+
+DIVISORS = {"continuous": _continuous}
+"""Alternatives to verdict.round_divisor, by name (``divisor=continuous``)."""
 
 
 class TraceEnded(Exception):
@@ -74,6 +85,11 @@ def parse_variant(text: str) -> dict[str, Any]:
         key, _, value = part.partition("=")
         if key == "probes":
             patch["probes"] = tuple(value.split("/"))
+            continue
+        if key == "divisor":
+            if value not in DIVISORS:
+                raise SystemExit(f"replay_gate: unknown divisor {value!r} (known: {', '.join(DIVISORS)})")
+            patch["round_divisor"] = DIVISORS[value]
             continue
         rule, _, kernel = key.partition(".")
         if rule not in CONSTANTS:
@@ -177,8 +193,9 @@ def main(argv: list[str] | None = None) -> int:
     if "as-is" in variants:
         print(f"\nself-check: {mismatches} of {len(sessions)} sessions replayed as-is differ from their recorded verdict")
     path = write_json(Path(args.json), {"benchmark": "replay_gate", "traces": [Path(t).name for t in args.traces],
-                                        "sessions": len(sessions), "as_is_mismatches": mismatches if "as-is" in variants
-                                        else None, "results": rows})
+                                        "sessions": len(sessions),
+                                        "as_is_mismatches": mismatches if "as-is" in variants else None,
+                                        "results": rows})
     print(f"written {path}")
     return 1 if mismatches else 0
 

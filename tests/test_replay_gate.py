@@ -15,7 +15,8 @@ for folder in (ROOT, ROOT / "benchmarks"):
         sys.path.insert(0, str(folder))
 
 from benchmarks import replay_gate  # noqa: E402
-from benchmarks.bench_gate_robust import Recorded, measurement_json, trace_header, trace_line  # noqa: E402
+from benchmarks import bench_gate_robust  # noqa: E402
+from benchmarks.bench_gate_robust import Recorded, look_ahead, measurement_json, trace_header, trace_line  # noqa: E402
 from pytest_autotune.gate import verdict  # noqa: E402
 from pytest_autotune.results import Measurement  # noqa: E402
 from test_trust_units import _m, _probes  # noqa: E402
@@ -27,15 +28,18 @@ LOCK = {"params": {"B": 2}, "samples": _m(1.0).samples, "stats": {"median": 1.0}
 def _no_round_pauses(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(verdict, "ROUND_PAUSES_S", (0.0,) * len(verdict.ROUND_PAUSES_S))
     monkeypatch.setattr(verdict, "MORE_ROUND_PAUSES_S", (0.0,) * len(verdict.MORE_ROUND_PAUSES_S))
+    monkeypatch.setattr(bench_gate_robust, "LOOK_AHEAD_PAUSES_S", (0.0,))
 
 
-def _record(scenario: str, kernel_scale: float, machine: float, first: float | None = None) -> tuple[str, str]:
+def _record(scenario: str, kernel_scale: float, machine: float, ahead: int = 0) -> tuple[str, str]:
     """A gate session measured live (synthetic kernel and probes) through the benchmark's recorder, as its trace
-    line, and the verdict it got."""
+    line (with ``ahead`` look-ahead rounds), and the verdict it got."""
     rec = Recorded(lambda: _m(kernel_scale), lambda: _probes(machine, 1.0))
-    m = _m(kernel_scale if first is None else first)
+    m = _m(kernel_scale)
     out = verdict.run_gate("k", "bench", LOCK, m, 0.1, 0.01, remeasure=rec.measure, probe=rec.probe)
-    return trace_line({"run": 0, "kernel": "k", "scenario": scenario, "condition": "quiet"}, m, rec, out), out.verdict
+    cpus = [r["cpu"] for r in out.rounds] + look_ahead(rec, None, len(out.rounds), ahead)
+    return trace_line({"run": 0, "kernel": "k", "scenario": scenario, "condition": "quiet"}, m, rec, out,
+                      cpus), out.verdict
 
 
 def _trace(tmp_path: Path, *lines: str) -> Path:
@@ -70,6 +74,14 @@ def test_a_variant_that_needs_rounds_the_session_did_not_take_ends_undecided(tmp
     assert len(session["measures"]) == verdict.MIN_ROUNDS
     with replay_gate.patched({"MIN_ROUNDS": verdict.MIN_ROUNDS + 2}):
         assert replay_gate.replay(session, header) == "trace ended"
+    with replay_gate.patched({}):
+        assert replay_gate.replay(session, header) == "slower"
+    # the benchmark's look-ahead rounds (measured after the verdict, for the trace) let that variant decide
+    line, got = _record("env x1.5", 1.5, 1.0, ahead=2)
+    session, header = replay_gate.load([str(_trace(tmp_path, line))])[0]
+    assert len(session["measures"]) == verdict.MIN_ROUNDS + 2 and session["rounds_judged"] == verdict.MIN_ROUNDS
+    with replay_gate.patched({"MIN_ROUNDS": verdict.MIN_ROUNDS + 2}):
+        assert replay_gate.replay(session, header) == "slower"
     with replay_gate.patched({}):
         assert replay_gate.replay(session, header) == "slower"
 

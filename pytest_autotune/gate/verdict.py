@@ -295,7 +295,7 @@ def _judge_in_rounds(kernel: str, nodeid: str, entry: Mapping[str, Any], outcome
             if r.probes else None)
         is_like = mc is None or (given is None and mc.like_the_locks)
         divisor = (1.0 if mc is None else max(1.0, mc.slowdown) if given is not None else
-                   mc.factor if is_like else mc.factor ** MISMATCH_EXPONENT)
+                   round_divisor(mc.factor, is_like))
         # back within the tolerance of the lock (on a machine faster than the lock's, beyond what that
         # explains: a faster machine hides a slowdown, it never fades one): a passing load
         against_lock = float(np.median(latest)) / locked_median
@@ -343,6 +343,12 @@ def _judge_in_rounds(kernel: str, nodeid: str, entry: Mapping[str, Any], outcome
                                  f"({beyond.change_pct:+.1f}%, p = {beyond.p_value:.3g})")
     _check_ranking(outcome, entry, every, measure_runner_up, tolerance, alpha, nodeid)
     return outcome
+
+
+def round_divisor(factor: float, like: bool) -> float:
+    """What the machine explains of a fresh round's kernel time, from its probes' factor: the factor itself where
+    the round is like-for-like, the factor to :data:`MISMATCH_EXPONENT` where it is not."""
+    return factor if like else factor ** MISMATCH_EXPONENT
 
 
 def _check_ranking(outcome: GateOutcome, entry: Mapping[str, Any], winner_samples: Sequence[float],
