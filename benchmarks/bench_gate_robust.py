@@ -34,6 +34,7 @@ is measured on the very rounds the machine produced (same verdicts for the same 
                                            [--slowdowns 1.3,3]
                                            [--json benchmarks/results/bench_gate_robust.json]
                                            [--trace ~/.cache/pytest-autotune/gate-traces/NAME.jsonl]
+    python benchmarks/bench_gate_robust.py --merge A.json B.json ... --json MERGED.json
 """
 from __future__ import annotations
 
@@ -188,7 +189,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "bench_gate_robust.json"))
     parser.add_argument("--trace", default="", help="JSON lines of every new-gate session, for replay_gate.py "
                                                     "(keep it outside the repository)")
+    parser.add_argument("--merge", nargs="+", default=None, metavar="JSON",
+                        help="no runs: combine earlier --json outputs (of one gate version) into one table")
     args = parser.parse_args(argv)
+    if args.merge:
+        return merge(args.merge, Path(args.json), argv)
     chosen = [k.strip() for k in args.kernels.split(",") if k.strip()]
     conditions = [c.strip() for c in args.conditions.split(",") if c.strip()]
     scenarios = {c.strip() for c in args.scenarios.split(",") if c.strip()}
@@ -281,6 +286,42 @@ def main(argv: list[str] | None = None) -> int:
                   started, rounds=i + 1, final=i + 1 == args.runs, fresh_rounds=fresh_rounds)
     if trace is not None:
         trace.close()
+    return 0
+
+
+def merge(paths: list[str], out: Path, argv: list[str] | None) -> int:
+    """The cells of several runs' JSON summed (runs, verdicts, the new gate's rounds weighted by runs), printed
+    per cell and per condition with both kernels pooled (the issue's targets are per condition)."""
+    cells: dict[tuple[str, str, str, str], Counter] = defaultdict(Counter)
+    rounds: dict[tuple[str, str, str, str], float] = defaultdict(float)
+    for path in paths:
+        for row in json.loads(Path(path).read_text(encoding="utf-8"))["results"]:
+            key = (row["kernel"], row["scenario"], row["condition"], row["gate"])
+            cells[key].update(row["verdicts"])
+            rounds[key] += row.get("fresh_rounds_mean", 0.0) * row["runs"]
+    rows, table = [], []
+    for key, c in sorted(cells.items()):
+        runs, fails = sum(c.values()), c["slower"] + c["broken"]
+        rows.append({"kernel": key[0], "scenario": key[1], "condition": key[2], "gate": key[3], "runs": runs,
+                     "failures": fails, "verdicts": dict(c),
+                     **({"fresh_rounds_mean": round(rounds[key] / runs, 2)} if rounds[key] else {})})
+        table.append([*key, f"{fails}/{runs}", str(c["incomparable"]),
+                      f"{rounds[key] / runs:.1f}" if rounds[key] else "-"])
+    print_table(table, ["kernel", "scenario", "condition", "gate", "fail/runs", "n.c.", "rounds"],
+                title=f"bench_gate_robust: {len(paths)} runs merged")
+    pooled: dict[tuple[str, str, str], Counter] = defaultdict(Counter)
+    for (_, scenario, condition, gate), c in cells.items():
+        pooled[(scenario, condition, gate)].update(c)
+    print()
+    print_table([[*key, f"{c['slower'] + c['broken']}/{sum(c.values())}", str(c["incomparable"])]
+                 for key, c in sorted(pooled.items())], ["scenario", "condition", "gate", "fail/runs", "n.c."],
+                title="per condition, kernels pooled")
+    write_json(out, {"benchmark": "bench_gate_robust", "merged": [Path(p).name for p in paths],
+                     "command": "python benchmarks/bench_gate_robust.py " + " ".join(argv or sys.argv[1:]),
+                     "results": rows,
+                     "per_condition": [{"scenario": k[0], "condition": k[1], "gate": k[2], "verdicts": dict(c)}
+                                       for k, c in sorted(pooled.items())]})
+    print(f"\nwritten {out}")
     return 0
 
 

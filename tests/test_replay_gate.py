@@ -103,3 +103,23 @@ def test_recorded_failures_replay_as_failures() -> None:
     back = replay_gate.measurement(json.loads(json.dumps(measurement_json(m))))
     assert not back.ok and back.failure == replay_gate.FailureKind.RUNTIME and back.detail == "segfault"
     assert np.isclose(replay_gate.measurement({"value": 1.0, "samples": [1.0, 2.0]}).value, 1.0)
+
+
+def test_bench_gate_robust_merges_runs_into_one_table_per_cell_and_per_condition(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    def run(path: Path, slower: int, nc: int, rounds: float) -> str:
+        rows = [{"kernel": k, "scenario": "env x1.3", "condition": "busy2", "gate": "new", "runs": slower + nc,
+                 "verdicts": {"slower": slower, "incomparable": nc}, "fresh_rounds_mean": rounds}
+                for k in ("compute", "memory")]
+        path.write_text(json.dumps({"results": rows}))
+        return str(path)
+
+    out = tmp_path / "merged.json"
+    assert bench_gate_robust.main(["--merge", run(tmp_path / "a.json", 40, 4, 8.0), run(tmp_path / "b.json", 5, 1, 2.0),
+                                   "--json", str(out)]) == 0
+    assert "per condition, kernels pooled" in capsys.readouterr().out
+    doc = json.loads(out.read_text())
+    cell = next(r for r in doc["results"] if r["kernel"] == "memory")
+    assert cell["runs"] == 50 and cell["failures"] == 45 and cell["fresh_rounds_mean"] == 7.28  # (44*8 + 6*2) / 50
+    assert doc["per_condition"] == [{"scenario": "env x1.3", "condition": "busy2", "gate": "new",
+                                     "verdicts": {"slower": 90, "incomparable": 10}}]
