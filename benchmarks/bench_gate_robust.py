@@ -170,6 +170,42 @@ class Neighbours:
             p.wait()
 
 
+def record_locks(specs: dict[str, KernelSpec], tolerance: float) -> tuple[Any, dict, dict, dict, dict]:
+    """The lock, as tune() records it: winner and runner-up in confirmation rounds in one worker, the probes
+    sized to the kernel (new gate) and at the default size (today's gate) measured in the same session, then
+    (new gate) the rounds at the machine's best, in 6 rounds as before LOCK_MORE_PAUSES_S and as now (with all
+    of its further rounds, as after a tuning of 73 s or more: rounds.lock_pauses). Returns the
+    default-size probes, both gates' entries, the probe sizes and the 6-round entries (for replay_gate
+    --locks locks_6_rounds)."""
+    lock_default_probes = measure_cpu_probes()
+    entries, today_entries, sizes, six_rounds = {}, {}, {}, {}
+    for name, spec in specs.items():
+        footprint = sum(a.nbytes for a in spec.args if hasattr(a, "shape"))
+        with runner(spec) as session:
+            session.evaluate(LOCKED)
+            pooled = confirm(session, [LOCKED, RUNNER_UP], CONFIRM_ROUNDS)
+            samples, up = pooled[params_key(LOCKED)], pooled[params_key(RUNNER_UP)]
+            assert samples and up, (name, "a configuration failed in the lock's confirmation rounds")
+            today_entries[name] = {"params": LOCKED, "samples": samples, "stats": {"median": float(np.median(samples))},
+                                   "runners_up": [{"params": RUNNER_UP, "samples": up}]}
+            sizes[name] = probe_sizes(footprint, float(np.median(samples)))
+            measures = [lambda: session.evaluate(LOCKED), lambda: session.evaluate(RUNNER_UP)]
+            # first the lock as it was before its further rounds (6 rounds, for replays against it), then now
+            six = best_state_rounds(measures, lambda: measure_cpu_probes(**sizes[name]), rotating_pin(session),
+                                    tolerance, more_pauses_s=())
+            rounds = best_state_rounds(measures, lambda: measure_cpu_probes(**sizes[name]), rotating_pin(session),
+                                       tolerance, seen=samples)
+            assert rounds is not None and six is not None, (name, "a configuration failed in the lock's rounds")
+        for kind, ((samples, up), machine, kept) in (("six", six), ("new", rounds)):
+            (entries if kind == "new" else six_rounds)[name] = {
+                "params": LOCKED, "samples": samples, "stats": {"median": float(np.median(samples))},
+                "runners_up": [{"params": RUNNER_UP, "samples": up}], "machine": machine}
+        print(f"locked {name}: median {entries[name]['stats']['median']:.4g} ms n={len(samples)} ({kept} rounds "
+              f"kept; in 6 rounds: {six_rounds[name]['stats']['median']:.4g} ms; as tune() did: "
+              f"{today_entries[name]['stats']['median']:.4g} ms); probes {sizes[name]}", flush=True)
+    return lock_default_probes, entries, today_entries, sizes, six_rounds
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=50, help="gate runs per kernel, scenario and condition")
@@ -181,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
                              "runs its --edit-runs either way")
     parser.add_argument("--slowdowns", default=",".join(f"{f:g}" for f in SLOWDOWNS),
                         help="the env scenario's slowdown factors (through -DREPS)")
+    parser.add_argument("--lock-every", type=int, default=0,
+                        help="record the locks again every N runs (0: once, at the start)")
     parser.add_argument("--look-ahead", type=int, default=8,
                         help="with --trace: rounds measured after a gate that did not pass, for replays of rules "
                              "that need more rounds")
@@ -203,41 +241,25 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix="bench-gate-robust-"))
 
-    # The lock, as tune() records it: winner and runner-up in confirmation rounds in one worker, the probes
-    # sized to the kernel (new gate) and at the default size (today's gate) measured in the same session.
-    lock_default_probes = measure_cpu_probes()
-    specs, entries, today_entries, sizes, kept = {}, {}, {}, {}, {}
-    for name in chosen:
-        specs[name] = spec_in(tmp / name, name, SIZES[name][1])
-        footprint = sum(a.nbytes for a in specs[name].args if hasattr(a, "shape"))
-        with runner(specs[name]) as session:
-            session.evaluate(LOCKED)
-            pooled = confirm(session, [LOCKED, RUNNER_UP], CONFIRM_ROUNDS)
-            samples, up = pooled[params_key(LOCKED)], pooled[params_key(RUNNER_UP)]
-            assert samples and up, (name, "a configuration failed in the lock's confirmation rounds")
-            today_entries[name] = {"params": LOCKED, "samples": samples, "stats": {"median": float(np.median(samples))},
-                                   "runners_up": [{"params": RUNNER_UP, "samples": up}]}
-            sizes[name] = probe_sizes(footprint, float(np.median(samples)))
-            rounds = best_state_rounds([lambda: session.evaluate(LOCKED), lambda: session.evaluate(RUNNER_UP)],
-                                       lambda: measure_cpu_probes(**sizes[name]), rotating_pin(session), args.tolerance)
-            assert rounds is not None, (name, "a configuration failed in the lock's rounds")
-            (samples, up), machine, kept[name] = rounds
-        entries[name] = {"params": LOCKED, "samples": samples, "stats": {"median": float(np.median(samples))},
-                         "runners_up": [{"params": RUNNER_UP, "samples": up}], "machine": machine}
-        print(f"locked {name}: median {entries[name]['stats']['median']:.4g} ms n={len(samples)} ({kept[name]} of the "
-              f"rounds at the machine's best; as tune() did: {today_entries[name]['stats']['median']:.4g} ms); "
-              f"probes {sizes[name]}")
-
+    specs = {name: spec_in(tmp / name, name, SIZES[name][1]) for name in chosen}
+    lock_default_probes, entries, today_entries, sizes, six_rounds = record_locks(specs, args.tolerance)
     trace = None
     if args.trace:
         Path(args.trace).expanduser().parent.mkdir(parents=True, exist_ok=True)
         trace = open(Path(args.trace).expanduser(), "a", encoding="utf-8")
-        trace.write(trace_header(entries, args.tolerance, args.alpha, sizes=sizes))
+        trace.write(trace_header(entries, args.tolerance, args.alpha, sizes=sizes, locks_6_rounds=six_rounds))
+    locks = {name: [round(e["stats"]["median"], 5)] for name, e in entries.items()}  # each lock's median (--lock-every)
     results: dict[tuple[str, str, str, str], list[str]] = defaultdict(list)
     new_failures: list[dict[str, Any]] = []  # the new gate's wrong or undecided verdicts, round by round
     fresh_rounds: dict[tuple[str, str, str], list[int]] = defaultdict(list)  # the new gate's cost, in rounds
     loads: dict[str, list[float]] = defaultdict(list)
     for i in range(args.runs):
+        if i and args.lock_every and i % args.lock_every == 0:  # a new lock: its state is a draw too
+            lock_default_probes, entries, today_entries, sizes, six_rounds = record_locks(specs, args.tolerance)
+            for name, e in entries.items():
+                locks[name].append(round(e["stats"]["median"], 5))
+            if trace is not None:
+                trace.write(trace_header(entries, args.tolerance, args.alpha, sizes=sizes, locks_6_rounds=six_rounds))
         for condition in conditions:
             with Neighbours(CONDITIONS[condition]):
                 loads[condition].append(os.getloadavg()[0])
@@ -283,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
               flush=True)
         # written after every round: a run stopped early (a shared machine's time is short) keeps its rounds
         summarise(args, argv, results, entries, today_entries, sizes, loads, load_before, new_failures, env_before,
-                  started, rounds=i + 1, final=i + 1 == args.runs, fresh_rounds=fresh_rounds)
+                  started, rounds=i + 1, final=i + 1 == args.runs, fresh_rounds=fresh_rounds, locks=locks)
     if trace is not None:
         trace.close()
     return 0
@@ -327,7 +349,7 @@ def merge(paths: list[str], out: Path, argv: list[str] | None) -> int:
 
 def summarise(args: Any, argv: list[str] | None, results: Any, entries: Any, today_entries: Any, sizes: Any,
               loads: Any, load_before: Any, new_failures: Any, env_before: Any, started: float, rounds: int,
-              final: bool, fresh_rounds: Any) -> None:
+              final: bool, fresh_rounds: Any, locks: Any = None) -> None:
     header = ["kernel", "scenario", "condition", "gate", "runs", "fail", "rate", "incomparable", "rounds"]
     table, rows = [], []
     for (name, scenario, condition, gate), verdicts in sorted(results.items()):
@@ -356,6 +378,7 @@ def summarise(args: Any, argv: list[str] | None, results: Any, entries: Any, tod
                "lock": {k: {"median_ms": round(e["stats"]["median"], 5), "probe_sizes": sizes[k]}
                         for k, e in entries.items()},
                "lock_today": {k: {"median_ms": round(e["stats"]["median"], 5)} for k, e in today_entries.items()},
+               "lock_medians_ms": locks or {},
                "load_1min": {"before": round(load_before[0], 2),
                              **{c: [round(min(v), 2), round(float(np.median(v)), 2), round(max(v), 2)]
                                 for c, v in loads.items()}},

@@ -14,6 +14,7 @@ internals.
 from __future__ import annotations
 
 import inspect
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -34,7 +35,7 @@ from ..lock.sources import load_source, source_name, store_source
 from .marker import TuneSettings
 from ..measure.timing import TimingStats
 from ..gate.probes import CPU_KINDS, GPU_PROBE_VERSION, PROBE_VERSION, probe_measure, probe_sizes, probes_for
-from ..gate.rounds import best_state_rounds, rotating_pin
+from ..gate.rounds import best_state_rounds, lock_pauses, rotating_pin
 from ..gate.retune import RetuneDecision, decide
 from ..runners import make_runner
 from ..engine.cluster import ClusterError
@@ -378,6 +379,7 @@ class Autotune:
 
         incumbent = dict(old["params"]) if old is not None and space.find(old["params"]) >= 0 else None
         warm = warm_start(opts.lockdir, path, k.label, k.hashes, k.problem) if old is None else None
+        started = time.perf_counter()
         try:
             result = tune(runner, space=space, strategy=s.strategy, budget=s.budget, seed=s.seed,
                           cache=cached, on_record=on_record, incumbent=incumbent, seeds=warm.seeds if warm else (),
@@ -399,7 +401,8 @@ class Autotune:
         reasons = self._rewrite_reasons(k, old, device) + ([f"re-keyed from {old_key}"] if old_key else [])
         decision = decide(old, reasons, result.params, list(result.stats.samples),
                           locked_now, s.tolerance, s.alpha)
-        entry = dict(old) if old is not None and not decision.write else self._entry(k, result, runner, decision, path)
+        entry = (dict(old) if old is not None and not decision.write else
+                 self._entry(k, result, runner, decision, path, time.perf_counter() - started))
         others = [] if path.exists() else [f"{p.name} ({model})" for p, model in
                                            same_kind_lockfiles(opts.lockdir, device.kind, path)]
         if decision.write:
@@ -459,7 +462,7 @@ class Autotune:
                 "compiler_options": k.source["compiler_options"], **({"headers": headers} if headers else {})}
 
     def _entry(self, k: _Kernel, result: TuneResult, runner: Any, decision: RetuneDecision,
-               path: Path) -> dict[str, Any]:
+               path: Path, tuning_s: float) -> dict[str, Any]:
         s = self.settings
         device = result.device
         ups = [r for r in [*([] if decision.params == result.params else [_winner_record(result)]),
@@ -475,7 +478,7 @@ class Autotune:
             rounds = best_state_rounds(
                 [lambda p=dict(p): runner.evaluate(p) for p in [decision.params, *(r.params for r in ups)]],
                 lambda: probes_for(device.kind, sizes, fresh=True, make=k.probe_make), rotating_pin(runner),
-                s.tolerance)
+                s.tolerance, more_pauses_s=lock_pauses(tuning_s), seen=samples)
         if rounds is not None:
             (samples, *up_samples), machine, _kept = rounds
             retimed = {params_key(r.params) for r in ups}
