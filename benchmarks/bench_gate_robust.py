@@ -194,7 +194,7 @@ def record_locks(specs: dict[str, KernelSpec], tolerance: float) -> tuple[Any, d
             six = best_state_rounds(measures, lambda: measure_cpu_probes(**sizes[name]), rotating_pin(session),
                                     tolerance, more_pauses_s=())
             rounds = best_state_rounds(measures, lambda: measure_cpu_probes(**sizes[name]), rotating_pin(session),
-                                       tolerance, seen=samples)
+                                       tolerance, seen=[samples])
             assert rounds is not None and six is not None, (name, "a configuration failed in the lock's rounds")
         for kind, ((samples, up), machine, kept) in (("six", six), ("new", rounds)):
             (entries if kind == "new" else six_rounds)[name] = {

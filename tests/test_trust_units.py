@@ -578,7 +578,7 @@ def test_a_lock_recorded_while_the_machine_is_mostly_slow_takes_more_rounds_unti
         it = iter(speeds)
         calls: list[int] = []
         result = best_state_rounds([lambda: calls.append(1) or _m(next(it))], None, None, 0.1, pause_s=0,
-                                   more_pauses_s=(0.0,) * len(LOCK_MORE_PAUSES_S), seen=seen)
+                                   more_pauses_s=(0.0,) * len(LOCK_MORE_PAUSES_S), seen=[seen, [9.0] * 8])
         assert result is not None
         return result[0][0], result[2], len(calls)
 

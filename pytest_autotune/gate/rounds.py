@@ -131,7 +131,7 @@ def _pinned_cpu() -> int | None:
 
 def best_state_rounds(measures: Sequence[Measure], probe: Probe | None, pin: Pin | None, tolerance: float,
                       rounds: int = LOCK_ROUNDS, pause_s: float = LOCK_PAUSE_S,
-                      more_pauses_s: Sequence[float] | None = None, seen: Sequence[float] = ()
+                      more_pauses_s: Sequence[float] | None = None, seen: Sequence[Sequence[float]] = ()
                       ) -> tuple[list[list[float]], dict[str, Any] | None, int] | None:
     """Measure ``measures`` in ``rounds`` rounds beside the probes and keep the rounds at the machine's best.
 
@@ -139,13 +139,14 @@ def best_state_rounds(measures: Sequence[Measure], probe: Probe | None, pin: Pin
     median of its faster half is within ``tolerance`` of the best round's. (Chosen by the probes instead,
     the lock of the 128 KiB kernel on the CI host kept rounds at 0.33 ms when the kernel's best was 0.24 ms:
     the probes do not see every state the kernel feels.) While fewer than half the rounds are kept, or the
-    best round is slower than the winner's samples from tuning (``seen``: the median of their faster half)
-    by more than ``tolerance``, further rounds follow, one per pause of ``more_pauses_s`` (default
+    best round is slower than the winner was seen while tuning by more than ``tolerance`` (``seen``: groups of
+    its samples, such as its search measurement and its confirmation rounds; the fastest group's faster-half
+    median), further rounds follow, one per pause of ``more_pauses_s`` (default
     :data:`LOCK_MORE_PAUSES_S`). Returns each
     measure's pooled samples from the kept rounds, the pooled probe record of those rounds, and how many
     were kept; None when a measure fails (the caller keeps what it had)."""
     more = list(LOCK_MORE_PAUSES_S if more_pauses_s is None else more_pauses_s)
-    seen_ms = float(np.median(faster_half(seen))) if len(seen) else None
+    seen_ms = min((float(np.median(faster_half(group))) for group in seen if len(group)), default=None)
     done: list[Round] = []
     speeds: list[float] = []
     while len(done) < rounds or (more and not _settled(speeds, tolerance, seen_ms)):
