@@ -61,7 +61,7 @@ from _gate_today import machine_differs, run_gate_today  # noqa: E402
 
 from pytest_autotune.engine.tuner import CONFIRM_ROUNDS, confirm, params_key  # noqa: E402
 from pytest_autotune.gate.probes import measure_cpu_probes, probe_sizes  # noqa: E402
-from pytest_autotune.gate.rounds import best_state_rounds, measure_round, rotating_pin  # noqa: E402
+from pytest_autotune.gate.rounds import LOCK_MORE_PAUSES_S, best_state_rounds, measure_round, rotating_pin  # noqa: E402
 from pytest_autotune.gate.verdict import MORE_ROUND_PAUSES_S, run_ab_gate, run_gate  # noqa: E402
 from pytest_autotune.measure.timing import MeasureOptions  # noqa: E402
 from pytest_autotune.runners import KernelSpec, make_runner  # noqa: E402
@@ -174,7 +174,7 @@ def record_locks(specs: dict[str, KernelSpec], tolerance: float) -> tuple[Any, d
     """The lock, as tune() records it: winner and runner-up in confirmation rounds in one worker, the probes
     sized to the kernel (new gate) and at the default size (today's gate) measured in the same session, then
     (new gate) the rounds at the machine's best, in 6 rounds as before LOCK_MORE_PAUSES_S and as now (with all
-    of its further rounds, as after a tuning of 73 s or more: rounds.lock_pauses). Returns the
+    its further rounds, as after a tuning of 73 s or more: rounds.lock_pauses). Returns the
     default-size probes, both gates' entries, the probe sizes and the 6-round entries (for replay_gate
     --locks locks_6_rounds)."""
     lock_default_probes = measure_cpu_probes()
@@ -192,9 +192,9 @@ def record_locks(specs: dict[str, KernelSpec], tolerance: float) -> tuple[Any, d
             measures = [lambda: session.evaluate(LOCKED), lambda: session.evaluate(RUNNER_UP)]
             # first the lock as it was before its further rounds (6 rounds, for replays against it), then now
             six = best_state_rounds(measures, lambda: measure_cpu_probes(**sizes[name]), rotating_pin(session),
-                                    tolerance, more_pauses_s=())
+                                    tolerance)
             rounds = best_state_rounds(measures, lambda: measure_cpu_probes(**sizes[name]), rotating_pin(session),
-                                       tolerance, seen=[samples])
+                                       tolerance, more_pauses_s=LOCK_MORE_PAUSES_S)
             assert rounds is not None and six is not None, (name, "a configuration failed in the lock's rounds")
         for kind, ((samples, up), machine, kept) in (("six", six), ("new", rounds)):
             (entries if kind == "new" else six_rounds)[name] = {

@@ -568,31 +568,25 @@ def test_the_lock_keeps_the_rounds_where_the_machine_was_at_its_best() -> None:
     assert result is not None and result[2] == 3 and max(result[0][0]) < 1.1
 
 
-def test_a_lock_recorded_while_the_machine_is_mostly_slow_takes_more_rounds_until_its_best_state_is_common() -> None:
-    """Six rounds span about a second; the CI host's slow state lasts seconds. A lock that read its best state in
-    only 1 of 6 rounds (or none: slower than the winner was seen while tuning) takes further rounds, and its
-    samples come from the fast state once it shows; before, 1 of 6 was kept as it was (or the slow state)."""
-    from pytest_autotune.gate.rounds import LOCK_MORE_PAUSES_S, best_state_rounds
+def test_a_lock_spreads_its_rounds_over_seconds_and_keeps_the_fast_state_it_meets() -> None:
+    """Six rounds span about a second; the CI host's slow state lasts seconds. The further rounds (their pauses
+    from the tuning's time) meet the fast state after six slow rounds, and the lock keeps those; with six
+    rounds only (a seconds-long tune), the lock keeps the slow state it saw."""
+    from pytest_autotune.gate.rounds import best_state_rounds
 
-    def lock(speeds: list[float], seen: list[float] = ()) -> tuple[list[float], int, int]:
+    def lock(speeds: list[float], more: tuple[float, ...]) -> tuple[list[float], int, int]:
         it = iter(speeds)
         calls: list[int] = []
         result = best_state_rounds([lambda: calls.append(1) or _m(next(it))], None, None, 0.1, pause_s=0,
-                                   more_pauses_s=(0.0,) * len(LOCK_MORE_PAUSES_S), seen=[seen, [9.0] * 8])
+                                   more_pauses_s=more)
         assert result is not None
         return result[0][0], result[2], len(calls)
 
-    # mixed states, the best one rare: more rounds until 3 of them read the best state
-    samples, kept, rounds = lock([1.8, 1.0, 1.8, 1.8, 1.9, 1.8] + [1.0] * 8)
-    assert (rounds, kept) == (8, 3) and max(samples) < 1.1
-    # the same state in every round, but slower than tuning saw the winner: more rounds until the fast one
-    samples, kept, rounds = lock([1.8] * 6 + [1.8, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0], seen=_m(1.0).samples)
-    assert (rounds, kept) == (10, 3) and max(samples) < 1.1
-    # a machine that stays slow: the further rounds run out, the lock keeps what it had
-    samples, kept, rounds = lock([1.8] * 14, seen=_m(1.0).samples)
-    assert rounds == 6 + len(LOCK_MORE_PAUSES_S) and kept == rounds and min(samples) >= 1.8
-    # a steady machine at the speed tuning saw: six rounds, as before
-    assert lock([1.0] * 14, seen=_m(1.0).samples)[2] == 6
+    slow_then_fast = [1.8, 1.7, 1.8, 1.8, 1.9, 1.8, 1.8, 1.0, 1.8, 1.0]
+    samples, kept, rounds = lock(slow_then_fast, (0.0,) * 4)
+    assert (rounds, kept) == (10, 2) and max(samples) < 1.1
+    samples, kept, rounds = lock(slow_then_fast, ())
+    assert rounds == 6 and min(samples) >= 1.7
 
 
 def test_the_lock_waits_for_the_machine_a_tenth_of_the_tuning_time_at_most() -> None:

@@ -43,20 +43,17 @@ Pin = Callable[[int], AbstractContextManager]
 LOCK_ROUNDS = 6
 """Rounds the lock measures its winner in, beside the probes (the CPUs in turn: 3 on each of 2 cores)."""
 LOCK_PAUSE_S = 0.1
-LOCK_PATIENCE = 0.1
-"""The share of the tuning's wall time the lock may spend in the pauses of its further rounds (all of
-:data:`LOCK_MORE_PAUSES_S` once tuning took 73 s): a test suite's seconds-long tunes of tiny kernels, which
-read mixed states often, pay little; a real tuning's minutes, a few seconds."""
-LOCK_AT_BEST = 3
-"""Rounds at the best state that settle a lock whatever the others read (3 of 6 is the half)."""
 LOCK_MORE_PAUSES_S = (0.3, 0.7, 1.0, 0.5, 1.5, 0.3, 2.0, 1.0)
-"""Further lock rounds (7.3 s of pauses at most), taken while fewer than half the rounds (and fewer than
-:data:`LOCK_AT_BEST`) read the best state, the machine having been in several states (the fastest may not have
-come yet), or while the best is slower than the winner was seen while tuning. Six rounds span about a second,
-and the CI host's slow state can last for seconds: 6 of 24 spans of 4 rounds (1.5 s) read the 128 KiB kernel
-at 0.35 ms or more in every round, its fast state being 0.24 ms. A lock recorded in such a span (0.34 ms, 2 of
-6 rounds at its best) passed the kernel made 1.3x slower in 58 of 75 gates; locks recorded in the fast state
-(0.25 ms) passed it in 0 of 150."""
+"""The lock's further rounds, one after each pause (7.3 s in all), where the tuning's time allows them (see
+:data:`LOCK_PATIENCE`). Six rounds span about a second, and the CI host's slow state can last for seconds:
+6 of 24 spans of 4 rounds (1.5 s) read the 128 KiB kernel at 0.35 ms or more in every round, its fast state
+being 0.24 ms. A lock recorded in such a span (0.34 ms) passed the kernel made 1.3x slower in 58 of 75 gates;
+locks recorded in the fast state (0.25 ms) passed it in 0 of 150. Spread over more seconds, the lock's rounds
+are likelier to meet the fast state."""
+LOCK_PATIENCE = 0.1
+"""The share of the tuning's wall time the lock's further rounds may spend in pauses (all of
+:data:`LOCK_MORE_PAUSES_S` once tuning took 73 s): a test suite's seconds-long tunes of tiny kernels pay
+nothing, a real tuning's minutes a few seconds."""
 
 
 def rotating_pin(*runners: Any) -> Pin:
@@ -115,15 +112,6 @@ def lock_pauses(tuning_s: float) -> tuple[float, ...]:
     return tuple(allowed)
 
 
-def _settled(speeds: Sequence[float], tolerance: float, seen_ms: float | None) -> bool:
-    """The rounds so far have found the machine's best: half of them read it (within ``tolerance``), or
-    :data:`LOCK_AT_BEST` did, and it is no slower than the winner was seen to be while tuning."""
-    best = min(speeds)
-    at_best = sum(1 for x in speeds if x <= best * (1 + tolerance))
-    return ((2 * at_best >= len(speeds) or at_best >= LOCK_AT_BEST)
-            and (seen_ms is None or best <= seen_ms * (1 + tolerance)))
-
-
 def _pinned_cpu() -> int | None:
     cpus = usable_cpus()
     return cpus[0] if len(cpus) == 1 else None
@@ -131,27 +119,22 @@ def _pinned_cpu() -> int | None:
 
 def best_state_rounds(measures: Sequence[Measure], probe: Probe | None, pin: Pin | None, tolerance: float,
                       rounds: int = LOCK_ROUNDS, pause_s: float = LOCK_PAUSE_S,
-                      more_pauses_s: Sequence[float] | None = None, seen: Sequence[Sequence[float]] = ()
+                      more_pauses_s: Sequence[float] = ()
                       ) -> tuple[list[list[float]], dict[str, Any] | None, int] | None:
-    """Measure ``measures`` in ``rounds`` rounds beside the probes and keep the rounds at the machine's best.
+    """Measure ``measures`` in ``rounds`` rounds beside the probes, then one more after each pause of
+    ``more_pauses_s`` (see :func:`lock_pauses`), and keep the rounds at the machine's best.
 
     The machine's best is what the first measure (the winner) reads it to be: a round is kept when the
     median of its faster half is within ``tolerance`` of the best round's. (Chosen by the probes instead,
     the lock of the 128 KiB kernel on the CI host kept rounds at 0.33 ms when the kernel's best was 0.24 ms:
-    the probes do not see every state the kernel feels.) While fewer than half the rounds are kept, or the
-    best round is slower than the winner was seen while tuning by more than ``tolerance`` (``seen``: groups of
-    its samples, such as its search measurement and its confirmation rounds; the fastest group's faster-half
-    median), further rounds follow, one per pause of ``more_pauses_s`` (default
-    :data:`LOCK_MORE_PAUSES_S`). Returns each
-    measure's pooled samples from the kept rounds, the pooled probe record of those rounds, and how many
-    were kept; None when a measure fails (the caller keeps what it had)."""
-    more = list(LOCK_MORE_PAUSES_S if more_pauses_s is None else more_pauses_s)
-    seen_ms = min((float(np.median(faster_half(group))) for group in seen if len(group)), default=None)
+    the probes do not see every state the kernel feels.) Returns each measure's pooled samples from the kept
+    rounds, the pooled probe record of those rounds, and how many were kept; None when a measure fails
+    (the caller keeps what it had)."""
+    pauses = [pause_s if i else 0.0 for i in range(rounds)] + list(more_pauses_s)
     done: list[Round] = []
     speeds: list[float] = []
-    while len(done) < rounds or (more and not _settled(speeds, tolerance, seen_ms)):
-        i = len(done)
-        r = measure_round(i, measures, probe, pin, (pause_s if i else 0.0) if i < rounds else more.pop(0))
+    for i, pause in enumerate(pauses):
+        r = measure_round(i, measures, probe, pin, pause)
         if r.failed is not None:
             return None
         done.append(r)

@@ -478,8 +478,7 @@ class Autotune:
             rounds = best_state_rounds(
                 [lambda p=dict(p): runner.evaluate(p) for p in [decision.params, *(r.params for r in ups)]],
                 lambda: probes_for(device.kind, sizes, fresh=True, make=k.probe_make), rotating_pin(runner),
-                s.tolerance, more_pauses_s=lock_pauses(tuning_s),
-                seen=[samples, result.measurement.samples if decision.params == result.params else []])
+                s.tolerance, more_pauses_s=lock_pauses(tuning_s))
         if rounds is not None:
             (samples, *up_samples), machine, _kept = rounds
             retimed = {params_key(r.params) for r in ups}
