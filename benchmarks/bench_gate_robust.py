@@ -159,7 +159,9 @@ class Neighbours:
         self.count, self.procs = count, []
 
     def __enter__(self) -> "Neighbours":
-        self.procs = [subprocess.Popen([sys.executable, "-c", "while True:\n    pass"]) for _ in range(self.count)]
+        # each spins until its parent is gone: a benchmark stopped early leaves no neighbour behind
+        spin = "import os\nparent = os.getppid()\nwhile os.getppid() == parent:\n    pass"
+        self.procs = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(self.count)]
         if self.procs:
             time.sleep(0.3)
         return self
