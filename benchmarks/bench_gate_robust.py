@@ -192,11 +192,10 @@ def record_locks(specs: dict[str, KernelSpec], tolerance: float) -> tuple[Any, d
                                    "runners_up": [{"params": RUNNER_UP, "samples": up}]}
             sizes[name] = probe_sizes(footprint, float(np.median(samples)))
             measures = [lambda: session.evaluate(LOCKED), lambda: session.evaluate(RUNNER_UP)]
+            probe, pin = (lambda: measure_cpu_probes(**sizes[name])), rotating_pin(session)
             # first the lock as it was before its further rounds (6 rounds, for replays against it), then now
-            six = best_state_rounds(measures, lambda: measure_cpu_probes(**sizes[name]), rotating_pin(session),
-                                    tolerance)
-            rounds = best_state_rounds(measures, lambda: measure_cpu_probes(**sizes[name]), rotating_pin(session),
-                                       tolerance, more_pauses_s=LOCK_MORE_PAUSES_S)
+            six = best_state_rounds(measures, probe, pin, tolerance)
+            rounds = best_state_rounds(measures, probe, pin, tolerance, more_pauses_s=LOCK_MORE_PAUSES_S)
             assert rounds is not None and six is not None, (name, "a configuration failed in the lock's rounds")
         for kind, ((samples, up), machine, kept) in (("six", six), ("new", rounds)):
             (entries if kind == "new" else six_rounds)[name] = {
@@ -217,8 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenarios", default="unchanged,env",
                         help="unchanged (false alarms), env (slowdowns through the flags); the header edit "
                              "runs its --edit-runs either way")
-    parser.add_argument("--slowdowns", default=",".join(f"{f:g}" for f in SLOWDOWNS),
-                        help="the env scenario's slowdown factors (through -DREPS)")
+    parser.add_argument("--slowdowns", default=list(SLOWDOWNS),
+                        type=lambda text: [float(f) for f in text.split(",") if f.strip()], help="the env scenario's slowdown factors (through -DREPS)")
     parser.add_argument("--lock-every", type=int, default=0,
                         help="record the locks again every N runs (0: once, at the start)")
     parser.add_argument("--look-ahead", type=int, default=8,
@@ -237,26 +236,23 @@ def main(argv: list[str] | None = None) -> int:
     chosen = [k.strip() for k in args.kernels.split(",") if k.strip()]
     conditions = [c.strip() for c in args.conditions.split(",") if c.strip()]
     scenarios = {c.strip() for c in args.scenarios.split(",") if c.strip()}
-    slowdowns = [float(f) for f in args.slowdowns.split(",") if f.strip()]
     env_before = environment(["numpy", "scipy", "pytest"])
     load_before = os.getloadavg()
     started = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix="bench-gate-robust-"))
 
     specs = {name: spec_in(tmp / name, name, SIZES[name][1]) for name in chosen}
-    lock_default_probes, entries, today_entries, sizes, six_rounds = record_locks(specs, args.tolerance)
     trace = None
     if args.trace:
         Path(args.trace).expanduser().parent.mkdir(parents=True, exist_ok=True)
         trace = open(Path(args.trace).expanduser(), "a", encoding="utf-8")
-        trace.write(trace_header(entries, args.tolerance, args.alpha, sizes=sizes, locks_6_rounds=six_rounds))
-    locks = {name: [round(e["stats"]["median"], 5)] for name, e in entries.items()}  # each lock's median (--lock-every)
+    locks: dict[str, list[float]] = defaultdict(list)  # each lock's median (--lock-every)
     results: dict[tuple[str, str, str, str], list[str]] = defaultdict(list)
     new_failures: list[dict[str, Any]] = []  # the new gate's wrong or undecided verdicts, round by round
     fresh_rounds: dict[tuple[str, str, str], list[int]] = defaultdict(list)  # the new gate's cost, in rounds
     loads: dict[str, list[float]] = defaultdict(list)
     for i in range(args.runs):
-        if i and args.lock_every and i % args.lock_every == 0:  # a new lock: its state is a draw too
+        if i == 0 or (args.lock_every and i % args.lock_every == 0):  # a new lock: its state is a draw too
             lock_default_probes, entries, today_entries, sizes, six_rounds = record_locks(specs, args.tolerance)
             for name, e in entries.items():
                 locks[name].append(round(e["stats"]["median"], 5))
@@ -271,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
                     other_machine[name] = machine_differs(lock_default_probes, today_probes, args.tolerance)
                     base = SIZES[name][1]
                     for scenario, reps in [*([("unchanged", None)] if "unchanged" in scenarios else []),
-                                           *((f"env x{f:g}", round(base * f)) for f in slowdowns
+                                           *((f"env x{f:g}", round(base * f)) for f in args.slowdowns
                                              if "env" in scenarios)]:
                         with runner(specs[name], reps) as session:
                             m = session.evaluate(LOCKED)
@@ -313,6 +309,11 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def failures(verdicts: Counter) -> int:
+    """A gate's failures among its verdicts: a false alarm for an unchanged kernel, a detection for a slowed one."""
+    return verdicts["slower"] + verdicts["broken"]
+
+
 def merge(paths: list[str], out: Path, argv: list[str] | None) -> int:
     """The cells of several runs' JSON summed (runs, verdicts, the new gate's rounds weighted by runs), printed
     per cell and per condition with both kernels pooled (the issue's targets are per condition)."""
@@ -325,7 +326,7 @@ def merge(paths: list[str], out: Path, argv: list[str] | None) -> int:
             rounds[key] += row.get("fresh_rounds_mean", 0.0) * row["runs"]
     rows, table = [], []
     for key, c in sorted(cells.items()):
-        runs, fails = sum(c.values()), c["slower"] + c["broken"]
+        runs, fails = sum(c.values()), failures(c)
         rows.append({"kernel": key[0], "scenario": key[1], "condition": key[2], "gate": key[3], "runs": runs,
                      "failures": fails, "verdicts": dict(c),
                      **({"fresh_rounds_mean": round(rounds[key] / runs, 2)} if rounds[key] else {})})
@@ -337,7 +338,7 @@ def merge(paths: list[str], out: Path, argv: list[str] | None) -> int:
     for (_, scenario, condition, gate), c in cells.items():
         pooled[(scenario, condition, gate)].update(c)
     print()
-    print_table([[*key, f"{c['slower'] + c['broken']}/{sum(c.values())}", str(c["incomparable"])]
+    print_table([[*key, f"{failures(c)}/{sum(c.values())}", str(c["incomparable"])]
                  for key, c in sorted(pooled.items())], ["scenario", "condition", "gate", "fail/runs", "n.c."],
                 title="per condition, kernels pooled")
     write_json(out, {"benchmark": "bench_gate_robust", "merged": [Path(p).name for p in paths],
@@ -356,7 +357,7 @@ def summarise(args: Any, argv: list[str] | None, results: Any, entries: Any, tod
     table, rows = [], []
     for (name, scenario, condition, gate), verdicts in sorted(results.items()):
         counts = Counter(verdicts)
-        fails = counts["slower"] + counts["broken"]
+        fails = failures(counts)
         kind = "false alarms" if scenario == "unchanged" else "detected"
         used = fresh_rounds.get((name, scenario, condition)) if gate == "new" else None
         table.append([name, scenario, condition, gate, str(len(verdicts)), str(fails),
@@ -374,7 +375,7 @@ def summarise(args: Any, argv: list[str] | None, results: Any, entries: Any, tod
                "rounds_done": rounds,
                "settings": {"runs": args.runs, "edit_runs": args.edit_runs, "tolerance": args.tolerance,
                             "alpha": args.alpha, "kernels": list(entries), "conditions": list(loads),
-                            "slowdowns": [float(f) for f in args.slowdowns.split(",") if f.strip()],
+                            "slowdowns": args.slowdowns,
                             "header_edit": HEADER_EDIT,
                             "scenarios": args.scenarios},
                "lock": {k: {"median_ms": round(e["stats"]["median"], 5), "probe_sizes": sizes[k]}
