@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="unchanged (false alarms), env (slowdowns through the flags); the header edit "
                              "runs its --edit-runs either way")
     parser.add_argument("--slowdowns", default=list(SLOWDOWNS),
-                        type=lambda text: [float(f) for f in text.split(",") if f.strip()], help="the env scenario's slowdown factors (through -DREPS)")
+                        type=factors, help="the env scenario's slowdown factors (through -DREPS)")
     parser.add_argument("--lock-every", type=int, default=0,
                         help="record the locks again every N runs (0: once, at the start)")
     parser.add_argument("--look-ahead", type=int, default=8,
@@ -307,6 +307,11 @@ def main(argv: list[str] | None = None) -> int:
     if trace is not None:
         trace.close()
     return 0
+
+
+def factors(text: str) -> list[float]:
+    """``1.3,3`` -> ``[1.3, 3.0]`` (--slowdowns)."""
+    return [float(f) for f in text.split(",") if f.strip()]
 
 
 def failures(verdicts: Counter) -> int:
