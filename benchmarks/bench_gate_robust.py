@@ -62,6 +62,7 @@ from _gate_today import machine_differs, run_gate_today  # noqa: E402
 from pytest_autotune.engine.tuner import CONFIRM_ROUNDS, confirm, params_key  # noqa: E402
 from pytest_autotune.gate.probes import measure_cpu_probes, probe_sizes  # noqa: E402
 from pytest_autotune.gate.rounds import LOCK_MORE_PAUSES_S, best_state_rounds, measure_round, rotating_pin  # noqa: E402
+from pytest_autotune.gate import verdict as gate_verdict  # noqa: E402
 from pytest_autotune.gate.verdict import MORE_ROUND_PAUSES_S, run_ab_gate, run_gate  # noqa: E402
 from pytest_autotune.measure.timing import MeasureOptions  # noqa: E402
 from pytest_autotune.runners import KernelSpec, make_runner  # noqa: E402
@@ -122,9 +123,11 @@ class Recorded:
 
 
 def trace_header(locks: dict[str, Any], tolerance: float, alpha: float, **more: Any) -> str:
-    """The trace's first line: the lock entries the sessions after it are gated against."""
-    return json.dumps({"locks": locks, "tolerance": tolerance, "alpha": alpha, "started": time.time(), **more},
-                      default=float) + "\n"
+    """The trace's first line: the lock entries the sessions after it are gated against, and the gate's rules
+    (its numeric constants) that judged them."""
+    rules = {k: v for k, v in vars(gate_verdict).items() if k.isupper() and isinstance(v, (int, float))}
+    return json.dumps({"locks": locks, "tolerance": tolerance, "alpha": alpha, "rules": rules,
+                       "started": time.time(), **more}, default=float) + "\n"
 
 
 def trace_line(where: dict[str, Any], first: Any, rec: Recorded, outcome: Any, cpus: list[Any] | None = None) -> str:

@@ -3,17 +3,18 @@
 
 A rule of the gate is measured on the very rounds the machine produced: each session's first measurement, its
 fresh rounds' samples and probe records and the CPU of each round come from the trace, in the order the gate
-asked for them, with no pauses. ``as-is`` must give back every recorded verdict (the replay's self-check); a
+asked for them, with no pauses. ``as-recorded`` (the gate with the rules the trace's header names) must give
+back every recorded verdict (the replay's self-check); ``as-is`` is the gate as it is now; a
 variant that asks for more rounds than the session recorded ends ``trace ended`` (counted as undecided: the
 machine was not asked). A session that passed on its first measurement passes under every variant that keeps
 the tolerance, so unchanged kernels' false alarms are measured exactly.
 
-    python benchmarks/replay_gate.py TRACE.jsonl [TRACE2.jsonl ...] [--variants as-is,exponent=1.5]
+    python benchmarks/replay_gate.py TRACE.jsonl [TRACE2.jsonl ...] [--variants as-recorded,as-is,exponent=1.5]
                                      [--locks locks_6_rounds]
                                      [--json benchmarks/results/replay_gate.json]
 
 A variant is ``name=value`` of a constant of pytest_autotune.gate.verdict (``exponent`` is MISMATCH_EXPONENT,
-``like_rounds``, ``min_rounds``), for one kernel only as ``name.KERNEL=value``, ``probes=NAME`` (the machine
+``like_rounds``, ``min_rounds``, ``one_cpu_rounds``), for one kernel only as ``name.KERNEL=value``, ``probes=NAME`` (the machine
 judged by that probe alone, e.g. ``probes=bandwidth_gbs``) or ``divisor=continuous`` (see DIVISORS); several
 joined by ``+``.
 """
@@ -38,7 +39,8 @@ from pytest_autotune.gate import verdict as verdict_module  # noqa: E402
 from pytest_autotune.gate.probes import PROBES  # noqa: E402
 from pytest_autotune.results import FailureKind, Measurement  # noqa: E402
 
-CONSTANTS = {"exponent": "MISMATCH_EXPONENT", "like_rounds": "LIKE_ROUNDS", "min_rounds": "MIN_ROUNDS"}
+CONSTANTS = {"exponent": "MISMATCH_EXPONENT", "like_rounds": "LIKE_ROUNDS", "min_rounds": "MIN_ROUNDS",
+             "one_cpu_rounds": "ONE_CPU_ROUNDS"}
 
 
 def _continuous(factor: float, like: bool) -> float:
@@ -46,6 +48,9 @@ def _continuous(factor: float, like: bool) -> float:
     edge = 1.10
     return factor if factor <= edge else factor * (factor / edge) ** (verdict_module.MISMATCH_EXPONENT - 1)
 
+
+RULES_BEFORE_HEADERS_NAMED_THEM = {"ONE_CPU_ROUNDS": 10**6}
+"""The rules of a trace whose header has no ``rules``: recorded before ONE_CPU_ROUNDS existed."""
 
 DIVISORS = {"continuous": _continuous}
 """Alternatives to verdict.round_divisor, by name (``divisor=continuous``)."""
@@ -98,6 +103,12 @@ def parse_variant(text: str) -> dict[str, Any]:
                              f"(known: {', '.join(CONSTANTS)}, probes)")
         patch[CONSTANTS[rule] + (f".{kernel}" if kernel else "")] = float(value) if rule == "exponent" else int(value)
     return patch
+
+
+def recorded_rules(header: dict[str, Any]) -> dict[str, Any]:
+    """The gate's rules the trace was recorded with, as a patch (for the ``as-recorded`` self-check)."""
+    rules = header.get("rules", RULES_BEFORE_HEADERS_NAMED_THEM)
+    return {k: v for k, v in rules.items() if k in CONSTANTS.values()}
 
 
 def for_kernel(patch: dict[str, Any], kernel: str) -> dict[str, Any]:
@@ -165,7 +176,7 @@ def replay(session: dict[str, Any], header: dict[str, Any], locks: str = "locks"
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("traces", nargs="+")
-    parser.add_argument("--variants", default="as-is,exponent=1.5,exponent=1")
+    parser.add_argument("--variants", default="as-recorded,as-is,exponent=1.5,exponent=1")
     parser.add_argument("--locks", default="locks",
                         help="the trace header's lock entries to gate against (locks_6_rounds: the lock before "
                              "its further rounds; the self-check applies to 'locks' only)")
@@ -176,12 +187,13 @@ def main(argv: list[str] | None = None) -> int:
     counts: dict[tuple[str, str, str, str], Counter] = defaultdict(Counter)
     mismatches = 0
     for variant in variants:
-        patch = parse_variant(variant)
+        patch = {} if variant == "as-recorded" else parse_variant(variant)
         for session, header in sessions:
-            with patched(for_kernel(patch, session["kernel"])):
+            rules = recorded_rules(header) if variant == "as-recorded" else patch
+            with patched(for_kernel(rules, session["kernel"])):
                 got = replay(session, header, args.locks)
                 counts[(variant, session["kernel"], session["scenario"], session["condition"])][got] += 1
-                if variant == "as-is" and args.locks == "locks" and got != session["verdict"]:
+                if variant == "as-recorded" and args.locks == "locks" and got != session["verdict"]:
                     mismatches += 1
     header_row = ["variant", "kernel", "scenario", "cond", "runs", "slower", "pass", "n.c.", "other", "rate"]
     table, rows = [], []
@@ -194,12 +206,13 @@ def main(argv: list[str] | None = None) -> int:
         rows.append({"variant": variant, "kernel": kernel, "scenario": scenario, "condition": condition,
                      "runs": runs, "verdicts": dict(c)})
     print_table(table, header_row, title=f"replayed {len(sessions)} gate sessions from {len(args.traces)} trace(s)")
-    if "as-is" in variants and args.locks == "locks":
-        print(f"\nself-check: {mismatches} of {len(sessions)} sessions replayed as-is differ from their recorded verdict")
+    if "as-recorded" in variants and args.locks == "locks":
+        print(f"\nself-check: {mismatches} of {len(sessions)} sessions replayed as recorded differ from their "
+              f"recorded verdict")
     path = write_json(Path(args.json), {"benchmark": "replay_gate", "traces": [Path(t).name for t in args.traces],
                                         "sessions": len(sessions),
                                         "locks": args.locks,
-                                        "as_is_mismatches": mismatches if "as-is" in variants else None,
+                                        "as_recorded_mismatches": mismatches if "as-recorded" in variants else None,
                                         "results": rows})
     print(f"written {path}")
     return 1 if mismatches else 0

@@ -57,9 +57,9 @@ def test_replay_gives_back_every_recorded_verdict_and_judges_a_variant_on_the_sa
     assert (got_nc, got_pass, got_slow) == ("incomparable", "pass", "slower")
     trace = _trace(tmp_path, line_nc, line_pass, line_slow)
     out = tmp_path / "r.json"
-    assert replay_gate.main([str(trace), "--variants", "as-is,exponent=1", "--json", str(out)]) == 0
+    assert replay_gate.main([str(trace), "--variants", "as-recorded,as-is,exponent=1", "--json", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "0 of 3 sessions replayed as-is differ" in printed
+    assert "0 of 3 sessions replayed as recorded differ" in printed
     rows = {(r["variant"], r["scenario"]): r["verdicts"] for r in json.loads(out.read_text())["results"]}
     assert rows[("as-is", "env x1.5")] == {"incomparable": 1}
     assert rows[("exponent=1", "env x1.5")] == {"slower": 1}  # 1.5 / 1.3 = +15 %: beyond the tolerance
@@ -92,10 +92,34 @@ def test_replay_reports_a_trace_the_gate_no_longer_agrees_with(tmp_path: Path,
     doctored = json.loads(line)
     doctored["verdict"] = "pass"
     trace = _trace(tmp_path, json.dumps(doctored) + "\n")
-    assert replay_gate.main([str(trace), "--variants", "as-is", "--json", str(tmp_path / "r.json")]) == 1
-    assert "1 of 1 sessions replayed as-is differ" in capsys.readouterr().out
+    assert replay_gate.main([str(trace), "--variants", "as-recorded", "--json", str(tmp_path / "r.json")]) == 1
+    assert "1 of 1 sessions replayed as recorded differ" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="unknown rule 'exponnent'"):
         replay_gate.parse_variant("exponnent=1")
+
+
+def test_as_recorded_replays_a_trace_with_the_rules_it_was_recorded_with(tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture) -> None:
+    """A trace from before ONE_CPU_ROUNDS (its header names no rules): +30 % like-for-like on CPU 0 in every
+    round, CPU 1 1.6x slower throughout. Recorded 'incomparable' (like-for-like rounds on one CPU only); the
+    gate as it is now calls it a regression once its 20 rounds are used."""
+    rounds = len(verdict.ROUND_PAUSES_S) + len(verdict.MORE_ROUND_PAUSES_S)
+    session = {"run": 0, "kernel": "k", "scenario": "env x1.3", "condition": "busy2", "verdict": "incomparable",
+               "first": measurement_json(_m(1.3)), "rounds_judged": rounds, "cpus": [i % 2 for i in range(rounds)],
+               "measures": [measurement_json(_m(2.1 if i % 2 else 1.3)) for i in range(rounds)],
+               "probes": [_probes(1.6 if i % 2 else 1.0, 1.0) for i in range(rounds) for _ in "ab"]}
+    old_header = json.dumps({"locks": {"k": LOCK}, "tolerance": 0.1, "alpha": 0.01})
+    trace = tmp_path / "old.jsonl"
+    trace.write_text(old_header + "\n" + json.dumps(session) + "\n")
+    out = tmp_path / "r.json"
+    assert replay_gate.main([str(trace), "--variants", "as-recorded,as-is", "--json", str(out)]) == 0
+    assert "0 of 1 sessions replayed as recorded differ" in capsys.readouterr().out
+    rows = {r["variant"]: r["verdicts"] for r in json.loads(out.read_text())["results"]}
+    assert rows == {"as-recorded": {"incomparable": 1}, "as-is": {"slower": 1}}
+    # a new trace names the rules it was recorded with
+    header = json.loads(trace_header({"k": LOCK}, 0.1, 0.01))
+    assert header["rules"]["ONE_CPU_ROUNDS"] == verdict.ONE_CPU_ROUNDS
+    assert replay_gate.recorded_rules(header)["MISMATCH_EXPONENT"] == verdict.MISMATCH_EXPONENT
 
 
 def test_recorded_failures_replay_as_failures() -> None:

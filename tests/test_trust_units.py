@@ -221,7 +221,7 @@ def test_eta_from_the_mean_time_per_evaluation() -> None:
 
 
 # --------------------------------------------------------------------------- the gate: A/B, confirmation, machines
-from pytest_autotune.gate.verdict import LockedSourceUnusable, run_ab_gate, run_gate  # noqa: E402
+from pytest_autotune.gate.verdict import GateOutcome, LockedSourceUnusable, run_ab_gate, run_gate  # noqa: E402
 from pytest_autotune.gate.probes import PROBE_VERSION, compare_machines  # noqa: E402
 
 
@@ -353,12 +353,14 @@ def test_like_for_like_rounds_decide_whatever_the_other_rounds_probes_say() -> N
     assert out.comparison is not None and round(out.comparison.change_pct, 1) == 30.0  # the row's number
 
 
-def test_like_for_like_rounds_must_come_from_two_cpus() -> None:
-    """One CPU reads like the lock's, the other 1.6x slower (its hyperthread sibling busy): a kernel at +30 %
-    on the first is not a regression while no like-for-like round on the second confirms it (a state of one
-    CPU's that the probes miss looks just like that). Rounds pinned to the CPUs in turn, for real."""
+def test_like_for_like_rounds_on_one_cpu_decide_only_once_every_round_is_used() -> None:
+    """One CPU reads like the lock's, the other 1.6x slower (its hyperthread sibling busy) in every round: a
+    kernel at +30 % on the first is not a regression in 6 rounds (a state of one CPU's that the probes miss
+    looks just like that), but it still is after all 20 rounds, in ONE_CPU_ROUNDS like-for-like rounds or
+    more; in fewer, it is not comparable. Rounds pinned to the CPUs in turn, for real."""
     import os
 
+    from pytest_autotune.gate import verdict
     from pytest_autotune.gate.rounds import rotating_pin
     from pytest_autotune.runners.isolation import usable_cpus
 
@@ -366,18 +368,35 @@ def test_like_for_like_rounds_must_come_from_two_cpus() -> None:
     if len(cpus) < 2:
         pytest.skip("needs two usable CPUs")
     entry = {**LOCKED, "machine": _probes(1.0, 1.0)}
+    every_round = len(verdict.ROUND_PAUSES_S) + len(verdict.MORE_ROUND_PAUSES_S)
 
-    def on_first() -> bool:
-        return os.sched_getaffinity(0) == {cpus[0]}
+    def gate(like_rounds_on_first: int) -> GateOutcome:
+        probes_on_first: list[int] = []  # a round runs probes, kernel, probes
 
-    out = run_gate("k", "t.py::t", entry, _m(1.3), 0.1, 0.01, remeasure=lambda: _m(1.3 if on_first() else 2.1),
-                   probe=lambda: _probes(1.0 if on_first() else 1.6, 1.0), pin=rotating_pin())
-    assert out.verdict == "incomparable", out.message
+        def like() -> bool:  # the first CPU, in its first rounds
+            on_first = os.sched_getaffinity(0) == {cpus[0]}
+            return on_first and (len(probes_on_first) + 1) // 2 <= like_rounds_on_first
+
+        def probe() -> dict:
+            if os.sched_getaffinity(0) == {cpus[0]}:
+                probes_on_first.append(1)
+            return _probes(1.0 if like() else 1.6, 1.0)
+
+        return run_gate("k", "t.py::t", entry, _m(1.3), 0.1, 0.01, remeasure=lambda: _m(1.3 if like() else 2.1),
+                        probe=probe, pin=rotating_pin())
+
+    out = gate(every_round)
+    assert out.verdict == "slower", out.message
+    like_rounds = [r for r in out.rounds if r["like"]]
+    assert len(out.rounds) == every_round and {r["cpu"] for r in like_rounds} == {cpus[0]}
+    assert f"in {len(like_rounds)} like-for-like rounds, all on CPU {cpus[0]}: no other CPU read like" in out.message
     assert os.sched_getaffinity(0) == set(cpus)  # the affinity is given back
-    # both CPUs like the lock's: the same +30 % is a regression
+    out = gate(verdict.ONE_CPU_ROUNDS - 1)
+    assert out.verdict == "incomparable", out.message
+    # both CPUs like the lock's: the same +30 % is a regression, in the 6 rounds a regression needs
     out = run_gate("k", "t.py::t", entry, _m(1.3), 0.1, 0.01, remeasure=lambda: _m(1.3),
                    probe=lambda: _probes(1.0, 1.0), pin=rotating_pin())
-    assert out.verdict == "slower", out.message
+    assert out.verdict == "slower" and len(out.rounds) == verdict.MIN_ROUNDS, out.message
 
 
 def test_a_slowdown_seen_like_for_like_on_one_cpu_gets_more_rounds_for_the_other() -> None:
