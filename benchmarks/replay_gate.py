@@ -14,9 +14,9 @@ the tolerance, so unchanged kernels' false alarms are measured exactly.
                                      [--json benchmarks/results/replay_gate.json]
 
 A variant is ``name=value`` of a constant of pytest_autotune.gate.verdict (``exponent`` is MISMATCH_EXPONENT,
-``like_rounds``, ``min_rounds``, ``one_cpu_rounds``), for one kernel only as ``name.KERNEL=value``, ``probes=NAME`` (the machine
-judged by that probe alone, e.g. ``probes=bandwidth_gbs``) or ``divisor=continuous`` (see DIVISORS); several
-joined by ``+``.
+``like_rounds``, ``min_rounds``, ``one_cpu_rounds``), for one kernel only as ``name.KERNEL=value``,
+``probes=NAME`` (the machine judged by that probe alone, e.g. ``probes=bandwidth_gbs``) or
+``divisor=continuous`` (see DIVISORS); several joined by ``+``.
 """
 from __future__ import annotations
 
@@ -187,10 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     counts: dict[tuple[str, str, str, str], Counter] = defaultdict(Counter)
     mismatches = 0
     for variant in variants:
-        patch = {} if variant == "as-recorded" else parse_variant(variant)
+        patch = None if variant == "as-recorded" else parse_variant(variant)  # as recorded: per trace header
         for session, header in sessions:
-            rules = recorded_rules(header) if variant == "as-recorded" else patch
-            with patched(for_kernel(rules, session["kernel"])):
+            with patched(for_kernel(recorded_rules(header) if patch is None else patch, session["kernel"])):
                 got = replay(session, header, args.locks)
                 counts[(variant, session["kernel"], session["scenario"], session["condition"])][got] += 1
                 if variant == "as-recorded" and args.locks == "locks" and got != session["verdict"]:
