@@ -266,8 +266,11 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
     target = Path(args.output)
     if target.exists() and target.read_text(encoding="utf-8") == text:
         return EXIT_OK  # unchanged: keep the timestamp, so builds depending on it do not rerun
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text, encoding="utf-8")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise _UsageError(f"-o {args.output}: cannot be written ({exc.strerror or exc})") from None
     return EXIT_OK
 
 

@@ -90,20 +90,23 @@ def test_cpu_entries_record_their_cpu_and_a_new_lockfile_beside_others_is_named(
     pytester.makeini("[pytest]\naddopts = -p no:randomly -p no:cacheprovider\n")
     lockdir = pytester.path / "autotune.lock"
     lockdir.mkdir()
-    shutil.copy(EXAMPLE_LOCKS / "cpu-amd-epyc.json", lockdir / "cpu-other-machine.json")
+    # another machine's lock: relabelled, so that it is another model whatever CPU runs this test
+    other = json.loads((EXAMPLE_LOCKS / "cpu-amd-epyc.json").read_text())
+    other["device"].update(model="Other CPU 9000", slug="cpu-other-cpu-9000")
+    (lockdir / "cpu-other-machine.json").write_text(json.dumps(other))
     result = pytester.runpytest_subprocess("--autotune")
     result.assert_outcomes(passed=1)
     (written,) = [p for p in lockdir.glob("*.json") if p.name != "cpu-other-machine.json"]
     result.stdout.fnmatch_lines([f"autotune: started a new lockfile {written.name} for *; lockfiles of the same "
-                                 "kind exist: cpu-other-machine.json (AMD EPYC)"])
+                                 "kind exist: cpu-other-machine.json (Other CPU 9000)"])
     lock = json.loads(written.read_text())
     (entry,) = lock["entries"].values()
     assert set(entry["cpu"]) >= {"l1d_cache", "l2_cache"}
     assert entry["cpu"] == {k: v for k, v in lock["device"]["properties"].items() if k in entry["cpu"]}
 
     # the same lock on "another generation": the gate says so in its note (and still gates)
-    entry["cpu"] = {**entry["cpu"], "cpu_family": 25, "cpu_model": 1, "cpu_vendor": "AuthenticAMD",
-                    "l1d_cache": 12345}
+    entry["cpu"] = {**entry["cpu"], "cpu_family": 999, "cpu_model": 99, "cpu_vendor": "GenuineTestCPU",
+                    "l1d_cache": 12345}  # a generation no host has
     written.write_text(json.dumps(lock))
     gated = pytester.runpytest_subprocess("--autotune-report=r.json")
     gated.assert_outcomes(passed=1)

@@ -212,8 +212,11 @@ def test_unchanged_merge_does_not_rewrite(tmp_path):
 
 
 _finite = st.floats(min_value=-1e12, max_value=1e12, allow_nan=False, allow_infinity=False)
-_json_scalar = st.one_of(st.none(), st.booleans(), st.integers(-(2**53), 2**53), _finite, st.text(max_size=8))
 _positive = st.floats(min_value=1e-9, max_value=1e6, allow_nan=False)
+# what a parameter can be: an identifier naming a number, a boolean or a one-line string
+_param_name = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,5}", fullmatch=True)
+_param_value = st.one_of(st.booleans(), st.integers(-(2**53), 2**53), _finite,
+                         st.text(max_size=8).filter(lambda t: not set(t) & set("\n\r\0")))
 
 
 @st.composite
@@ -223,8 +226,8 @@ def _entries(draw):
         median = draw(_positive)
         entries[key] = make_entry(
             median,
-            params=draw(st.dictionaries(st.text(min_size=1, max_size=6), _json_scalar, max_size=4)),
-            samples=draw(st.lists(_positive, max_size=12)),
+            params=draw(st.dictionaries(_param_name, _param_value, max_size=4)),
+            samples=draw(st.lists(_positive, min_size=1, max_size=12)),
             tolerance=draw(st.one_of(_finite, st.dictionaries(st.text(max_size=4), _finite, max_size=2))),
         )
     return entries
@@ -446,7 +449,7 @@ def test_failed_replace_keeps_original_and_leaves_no_temp(tmp_path, monkeypatch)
         raise OSError("disk on fire")
 
     monkeypatch.setattr(os, "replace", boom)
-    with pytest.raises(OSError, match="disk on fire"):
+    with pytest.raises(LockfileError, match="cannot be written: disk on fire; the lockfile was left untouched"):
         merge_entries(path, {"b::k": make_entry(2.0)}, DEVICE)
     assert path.read_bytes() == before_bytes
     assert listing(tmp_path) == before_files
@@ -459,7 +462,7 @@ def test_failed_fsync_on_new_file_creates_nothing(tmp_path, monkeypatch):
         raise OSError("fsync failed")
 
     monkeypatch.setattr(os, "fsync", boom)
-    with pytest.raises(OSError, match="fsync failed"):
+    with pytest.raises(LockfileError, match="cannot be written: fsync failed"):
         merge_entries(path, {"a::k": make_entry()}, DEVICE)
     monkeypatch.undo()
     assert not path.exists()

@@ -20,7 +20,7 @@ from typing import Any, Mapping
 
 from ..runners.device import DeviceInfo
 from ..runners.opencl_device import recorded_model
-from .lockfile import lockfile_path
+from .lockfile import LockfileError, lockfile_path, read_lock_text
 
 CPU_RECORD = ("cpu_vendor", "cpu_family", "cpu_model", "cpu_stepping", "l1d_cache", "l2_cache", "l3_cache")
 _GENERATION = ("cpu_vendor", "cpu_family", "cpu_model")  # stepping alone is a revision, not another design
@@ -28,9 +28,10 @@ _CACHES = ("l1d_cache", "l2_cache", "l3_cache")
 
 
 def _recorded_device(path: Path) -> Mapping[str, Any] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    try:  # read as a lockfile is (no link out of the folder, no FIFO, bounded), parsed only for its device
+        text = read_lock_text(path)
+        data = json.loads(text) if text is not None else None
+    except (LockfileError, ValueError, RecursionError):
         return None
     device = data.get("device") if isinstance(data, Mapping) else None
     return device if isinstance(device, Mapping) else None

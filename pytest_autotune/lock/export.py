@@ -106,14 +106,27 @@ def collect(lockdir: str | os.PathLike[str], kernel: str | None = None) -> list[
     return [found[k] for k in sorted(found)]
 
 
-def _value(value: Any) -> str:
+_TOKEN_VALUE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?: [A-Za-z_][A-Za-z0-9_]*)*\Z")
+"""A string value a header may hold: names (``float``, ``unsigned int``, ``ikj``), never an expression, a
+comment, a string literal or a directive: the values come from a lockfile, which is data."""
+
+
+def comment_text(text: Any) -> str:
+    """``text`` safe inside a ``/* ... */`` comment on one line: no comment end, no line break."""
+    return re.sub(r"[\x00-\x1f\x7f]", "?", str(text)).replace("*/", "* /").replace("/*", "/ *")
+
+
+def _value(value: Any, where: str) -> str:
     from ..runners.kernel import format_value  # how the runners write parameters into source
     from ..errors import SpecError
 
+    if isinstance(value, str) and not _TOKEN_VALUE.match(value):
+        raise ExportError(f"{where} = {value[:60]!r} cannot be written into a header: a string value must be "
+                          "a name or names (float, unsigned int), not an expression")
     try:
         return format_value(value)
     except SpecError as exc:
-        raise ExportError(f"cannot write into a header: {exc}") from None
+        raise ExportError(f"{where}: cannot write into a header: {exc}") from None
 
 
 def _defines(tuned: list[Tuned], owner: dict[str, str]) -> list[str]:
@@ -121,7 +134,7 @@ def _defines(tuned: list[Tuned], owner: dict[str, str]) -> list[str]:
     stands for, shared by all devices) makes two different things under one name an error."""
     lines: list[str] = []
     for t in tuned:
-        lines.append(f"/* {t.kernel}{', problem ' + t.size if t.size else ''} ({t.test}) */")
+        lines.append(f"/* {comment_text(t.kernel + (', problem ' + t.size if t.size else '') + f' ({t.test})')} */")
         for param in sorted(t.params):
             name = symbol("AUTOTUNE", t.kernel, t.size, param)
             what = f"kernel {t.kernel!r}{' problem ' + t.size if t.size else ''} parameter {param!r}"
@@ -129,7 +142,7 @@ def _defines(tuned: list[Tuned], owner: dict[str, str]) -> list[str]:
                 raise ExportError(f"header name collision: {name} stands for {owner[name]} and for {what} "
                                   f"({t.device}); rename a kernel (name=) or a parameter")
             owner[name] = what
-            lines.append(f"#define {name} {_value(t.params[param])}")
+            lines.append(f"#define {name} {_value(t.params[param], f'{t.device}: {t.test}::{t.kernel} params.{param}')}")
     return lines
 
 
@@ -153,10 +166,10 @@ def to_header(tuned: list[Tuned], source: str, default_device: str | None = None
     guard = symbol("AUTOTUNE_PARAMS", kernel or "", "H")  # one per --kernel: such headers go into one build
     again = f"pytest-autotune export {source} --format header" + (f" --kernel {kernel}" if kernel else "") + \
         (f" --default-device {default_device}" if default_device else "")
-    out = [f"/* Tuned parameters exported by pytest-autotune from {source}. Do not edit: re-run",
-           f" *   {again}",
+    out = [f"/* Tuned parameters exported by pytest-autotune from {comment_text(source)}. Do not edit: re-run",
+           f" *   {comment_text(again)}",
            " * Select a device with -DAUTOTUNE_DEVICE_<SLUG>:",
-           *(f" *   {sym}  ({devices[d][0].model})" for sym, d in sorted(symbols.items())),
+           *(f" *   {sym}  ({comment_text(devices[d][0].model)})" for sym, d in sorted(symbols.items())),
            " * Names: AUTOTUNE_<KERNEL>[_<SIZE>]_<PARAM>. */",
            f"#ifndef {guard}", f"#define {guard}", ""]
     syms = sorted(symbols)
@@ -169,7 +182,7 @@ def to_header(tuned: list[Tuned], source: str, default_device: str | None = None
         out += _defines(devices[symbols[sym]], owner)
     out.append("#else")
     if default_device is not None:
-        out.append(f"/* default block: no AUTOTUNE_DEVICE_<SLUG> defined; the values of {default_device} */")
+        out.append(f"/* default block: no AUTOTUNE_DEVICE_<SLUG> defined; the values of {comment_text(default_device)} */")
         out += _defines(devices[default_device], owner)
     else:
         out.append("/* default block: no AUTOTUNE_DEVICE_<SLUG> defined; guard your defaults with #ifndef */")

@@ -27,6 +27,8 @@ import enum
 import json
 import math
 import os
+import re
+import stat
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -35,6 +37,7 @@ from typing import Any, Protocol, Union
 
 import filelock
 
+from .names import is_header_name, is_stored_name
 from .problem import problem_error
 
 __all__ = [
@@ -50,6 +53,7 @@ __all__ = [
     "lockfile_path",
     "parse_lockfile",
     "read_lockfile",
+    "read_lock_text",
     "get_entry",
     "stale_hashes",
     "merge_entries",
@@ -218,10 +222,19 @@ def _round_sig(x: float) -> float:
     return float(format(x, f".{SIGNIFICANT_DIGITS}g"))
 
 
-def _plain(value: Any, where: str, *, round_floats: bool = False) -> Any:
+MAX_DEPTH = 32
+"""Nesting deeper than this is refused: no field of an entry nests more than a few levels, and a lock from a
+pull request must not exhaust the reader's stack."""
+MAX_LOCKFILE_BYTES = 64 << 20
+"""A lockfile larger than this is refused unread (a lock of a few hundred kernels is a few MB)."""
+
+
+def _plain(value: Any, where: str, *, round_floats: bool = False, depth: int = 0) -> Any:
     """Convert to plain JSON data (dict/list/str/int/float/bool/None), rejecting what JSON cannot hold
     faithfully: non-string keys, NaN/infinity, arbitrary objects. numpy scalars and arrays, tuples and
     enums are converted, so the plugin can hand over what its runners produce."""
+    if depth > MAX_DEPTH:
+        raise _Invalid(where, f"is nested more than {MAX_DEPTH} levels deep")
     if isinstance(value, enum.Enum):
         value = value.value
     if value is None or isinstance(value, bool):
@@ -242,13 +255,13 @@ def _plain(value: Any, where: str, *, round_floats: bool = False) -> Any:
                 k = k.value
             if not isinstance(k, str):
                 raise _Invalid(where, f"keys must be strings, got {_describe(k)}")
-            out[str(k)] = _plain(v, _join(where, str(k)), round_floats=round_floats)
+            out[str(k)] = _plain(v, _join(where, str(k)), round_floats=round_floats, depth=depth + 1)
         return out
     if isinstance(value, (list, tuple)):
-        return [_plain(v, _join(where, i), round_floats=round_floats) for i, v in enumerate(value)]
+        return [_plain(v, _join(where, i), round_floats=round_floats, depth=depth + 1) for i, v in enumerate(value)]
     tolist = getattr(value, "tolist", None)  # numpy (and cupy-on-host) arrays and scalars
     if callable(tolist) and hasattr(value, "dtype"):
-        return _plain(tolist(), where, round_floats=round_floats)
+        return _plain(tolist(), where, round_floats=round_floats, depth=depth)
     raise _Invalid(where, f"is not JSON data: {type(value).__name__} {_describe(value)}")
 
 
@@ -277,9 +290,42 @@ def _need_number(obj: dict[str, Any], name: str, where: str) -> None:
         raise _Invalid(_join(where, name), f"must be a number, got {_describe(obj[name])}")
 
 
-def _check_samples(value: Any, where: str) -> None:
+def _check_samples(value: Any, where: str, *, empty: bool = False) -> None:
     if not isinstance(value, list) or not all(_is_number(x) for x in value):
         raise _Invalid(where, f"must be a list of numbers, got {_describe(value)}")
+    if not value and not empty:
+        raise _Invalid(where, "must hold at least one measurement, got []")
+    if any(x < 0 for x in value):
+        raise _Invalid(where, f"must hold measurements (numbers >= 0), got {_describe(min(value))}")
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+MAX_TEXT = 4096  # characters of a parameter value or a name: longer is no kernel's
+
+
+def _check_params(value: Any, where: str) -> None:
+    """Parameter names are identifiers and values are scalars: what ``#define NAME value`` can hold at all
+    (whether a value is one the marker declares is decided where the space is known, :mod:`..gate.trust`)."""
+    if not isinstance(value, dict):
+        raise _Invalid(where, f"must be an object, got {_describe(value)}")
+    for name, v in value.items():
+        if not _IDENTIFIER.match(name):
+            raise _Invalid(_join(where, name), "is not a parameter name (an identifier)")
+        if isinstance(v, str):
+            if len(v) > MAX_TEXT or any(c in v for c in "\n\r\0"):
+                raise _Invalid(_join(where, name), f"= {_describe(v)} is not a single-line value")
+        elif not (v is None or isinstance(v, (bool, int, float))) or v is None:
+            raise _Invalid(_join(where, name), f"must be a number, string or boolean, got {_describe(v)}")
+
+
+def _check_text(entry: dict[str, Any], name: str, pattern: "re.Pattern[str] | None" = None, what: str = "") -> None:
+    if name not in entry:
+        return
+    value = entry[name]
+    if not isinstance(value, str) or len(value) > MAX_TEXT:
+        raise _Invalid(name, f"must be a string, got {_describe(value)}")
+    if pattern is not None and not pattern.match(value):
+        raise _Invalid(name, f"= {_describe(value)} is not {what}")
 
 
 def _check_str(entry: dict[str, Any], name: str) -> None:
@@ -297,6 +343,27 @@ def _check_timestamp(value: Any) -> None:
         raise _Invalid("timestamp", f"is not ISO 8601: {value!r}") from None
     if parsed.utcoffset() != _dt.timedelta(0):
         raise _Invalid("timestamp", f"must be in UTC (ending in Z or +00:00): {value!r}")
+
+
+def _check_source_fields(out: dict[str, Any]) -> None:
+    """``source_file`` and the ``headers`` values name stored sources (``sources/<digest>.<ext>``), header names
+    are relative paths inside the kernel's folders: nothing an entry names can point out of the lock."""
+    if "source_file" in out and out["source_file"] != "" and not is_stored_name(out["source_file"]):
+        raise _Invalid("source_file", f"= {_describe(out['source_file'])} is not a stored source's name "
+                                      "(sources/<digest>.<ext>)")
+    if "headers" in out:
+        for name, stored in _need_mapping(out, "headers").items():
+            if not is_header_name(name):
+                raise _Invalid(_join("headers", name), "is not a relative header path inside the kernel's "
+                                                       "folders (no '..', no absolute path)")
+            if not is_stored_name(stored):
+                raise _Invalid(_join("headers", name), f"= {_describe(stored)} is not a stored source's name "
+                                                       "(sources/<digest>.<ext>)")
+    _check_text(out, "kernel_name")
+    if "compiler_options" in out:
+        options = out["compiler_options"]
+        if not isinstance(options, list) or not all(isinstance(o, str) and len(o) <= MAX_TEXT for o in options):
+            raise _Invalid("compiler_options", f"must be a list of strings, got {_describe(options)}")
 
 
 # Fields whose floats are measurements (rounded); everything else (params, tolerance, ...) is kept exact.
@@ -331,9 +398,12 @@ def _normalize_entry(entry: Any) -> dict[str, Any]:
 
     # Required fields.
     _need_mapping(out, "params")
+    _check_params(out["params"], "params")
     stats = _need_mapping(out, "stats")
     for name in _REQUIRED_STATS:
         _need_number(stats, name, "stats")
+    if not stats["median"] > 0:
+        raise _Invalid("stats.median", f"must be a positive time, got {_describe(stats['median'])}")
     if "n" not in stats:
         raise _Invalid("stats.n", "is required")
     if not _is_int(stats["n"]) or stats["n"] < 1:
@@ -356,11 +426,20 @@ def _normalize_entry(entry: Any) -> dict[str, Any]:
         for i, item in enumerate(out["runners_up"]):
             where = _join("runners_up", i)
             _need_mapping(item, "params", _join(where, "params"))
+            _check_params(item["params"], _join(where, "params"))
             _need_number(item, "median", where)
             if "samples" in item:
-                _check_samples(item["samples"], _join(where, "samples"))
-    for name in ("objective", "unit", "runner"):
+                _check_samples(item["samples"], _join(where, "samples"), empty=True)
+    for name in ("objective", "unit", "runner", "test", "kernel", "stats_kind"):
         _check_str(out, name)
+    _check_source_fields(out)
+    if "machine" in out:
+        machine = _need_mapping(out, "machine")
+        for name in ("triad_n", "fma_iterations"):
+            if name in machine and (not _is_int(machine[name]) or machine[name] < 1):
+                raise _Invalid(_join("machine", name), f"must be a positive integer, got {_describe(machine[name])}")
+    if "cpu" in out:
+        _need_mapping(out, "cpu")
     if "strategy" in out:
         strategy = _need_mapping(out, "strategy")
         if not isinstance(strategy.get("name"), str) or not strategy["name"]:
@@ -377,9 +456,10 @@ def _normalize_entry(entry: Any) -> dict[str, Any]:
             failed = evaluations["failed"]
             if not isinstance(failed, dict) or not all(_is_int(c) and c >= 0 for c in failed.values()):
                 raise _Invalid("evaluations.failed", f"must map failure kinds to counts, got {_describe(failed)}")
-    for name in ("versions",):
-        if name in out:
-            _need_mapping(out, name)
+    if "versions" in out:
+        for name, value in _need_mapping(out, "versions").items():
+            if not isinstance(value, (str, int, float, bool)):
+                raise _Invalid(_join("versions", name), f"must be a version string, got {_describe(value)}")
     if "timestamp" in out:
         _check_timestamp(out["timestamp"])
     if "problem" in out and (reason := problem_error(out["problem"])):
@@ -474,6 +554,8 @@ def parse_lockfile(text: str, path: str | os.PathLike[str] | None = None) -> Loc
         # NaN/Infinity (not JSON, but Python writes them) parse here and are rejected by the
         # validation below, which can say in which entry and field they are.
         data = json.loads(text, object_pairs_hook=_reject_duplicates)
+    except RecursionError:
+        raise LockfileError(path, f"not a valid lockfile: nested more than {MAX_DEPTH} levels deep") from None
     except json.JSONDecodeError as exc:
         hint = " (unresolved version-control merge conflict?)" if "\n<<<<<<< " in "\n" + text else ""
         raise LockfileError(
@@ -506,13 +588,40 @@ def parse_lockfile(text: str, path: str | os.PathLike[str] | None = None) -> Loc
     return Lockfile(schema=schema, device=device, entries=entries)
 
 
-def _read_text(path: Path) -> str | None:
+def read_lock_text(path: Path) -> str | None:
+    """The file's text, read without following a link out of its folder, from a regular file of at most
+    :data:`MAX_LOCKFILE_BYTES` (a FIFO or device would hang or exhaust the reader)."""
     try:
-        raw = path.read_bytes()
+        info = path.lstat()
     except FileNotFoundError:
         return None
-    except IsADirectoryError:
-        raise LockfileError(path, "is a directory, expected a lockfile") from None
+    except OSError as exc:
+        raise LockfileError(path, f"cannot be read ({exc.strerror or exc})") from None
+    if stat.S_ISLNK(info.st_mode):
+        target = path.resolve()
+        if not target.is_relative_to(path.parent.resolve()):
+            raise LockfileError(path, f"is a symbolic link to {target}, outside the lock directory; lockfiles are "
+                                      "read only from the lock directory itself")
+        try:
+            info = target.stat()
+        except OSError:
+            return None  # a dangling link: no lockfile
+    if stat.S_ISDIR(info.st_mode):
+        raise LockfileError(path, "is a directory, expected a lockfile")
+    if not stat.S_ISREG(info.st_mode):
+        raise LockfileError(path, "is not a regular file, expected a lockfile")
+    if info.st_size > MAX_LOCKFILE_BYTES:
+        raise LockfileError(path, f"is {info.st_size} bytes, larger than a lockfile may be ({MAX_LOCKFILE_BYTES}); "
+                                  "it was not read")
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_LOCKFILE_BYTES + 1)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise LockfileError(path, f"cannot be read ({exc.strerror or exc})") from None
+    if len(raw) > MAX_LOCKFILE_BYTES:
+        raise LockfileError(path, f"is larger than a lockfile may be ({MAX_LOCKFILE_BYTES} bytes); it was not read")
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -522,7 +631,7 @@ def _read_text(path: Path) -> str | None:
 def read_lockfile(path: str | os.PathLike[str]) -> Lockfile | None:
     """Read and validate a lockfile; ``None`` when it does not exist (nothing tuned on this device yet)."""
     path = Path(path)
-    text = _read_text(path)
+    text = read_lock_text(path)
     return None if text is None else parse_lockfile(text, path)
 
 
@@ -649,15 +758,20 @@ def merge_entries(
         new_entries[key] = normalize_entry(entry, key, path)
     device_data = _normalize_device(device, path)
 
-    ensure_lock_directory(path.parent)
     lock_path = str(path) + ".lock"
-    lock = filelock.FileLock(lock_path, timeout=timeout)
     try:
+        ensure_lock_directory(path.parent)
+        if os.path.islink(lock_path):  # filelock opens it with O_TRUNC: through a link it would truncate the target
+            raise LockfileError(path, f"its write lock {lock_path} is a symbolic link; pytest-autotune never writes "
+                                      "through a link: delete it (the lockfile was left untouched)")
+        lock = filelock.FileLock(lock_path, timeout=timeout)
         lock.acquire()
     except filelock.Timeout:
         raise LockTimeoutError(path, lock_path, timeout) from None
+    except OSError as exc:
+        raise _unwritable(path, exc) from None
     try:
-        old_text = _read_text(path)
+        old_text = read_lock_text(path)
         current = parse_lockfile(old_text, path) if old_text is not None else None
         merged = dict(current.entries) if current is not None else {}
         for key in remove:
@@ -668,7 +782,17 @@ def merge_entries(
             return result  # nothing to record: do not create an empty file
         text = serialize(result)
         if text != old_text:
-            _atomic_write(path, text)
+            try:
+                _atomic_write(path, text)
+            except OSError as exc:
+                raise _unwritable(path, exc) from None
         return result
     finally:
         lock.release()
+
+
+def _unwritable(path: Path, exc: OSError) -> LockfileError:
+    """A lockfile that cannot be written (disk full, read-only, immutable, permissions): said as such."""
+    where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(path) else ""
+    return LockfileError(path, f"cannot be written: {exc.strerror or exc}{where}; the lockfile was left untouched "
+                               "(nothing of this run's result was recorded)")

@@ -32,6 +32,8 @@ from .hashing import hash_source, kernel_source_hash
 from .devices import find_lockfile
 from .lockfile import read_lockfile
 from .problem import array_dtypes, normalize_size, size_distance, size_label
+from ..space.errors import SearchSpaceError
+from ..space.membership import declared_configuration
 
 __all__ = ["locked_params", "LockLookupError", "AmbiguousLockError", "LockFallbackWarning", "LockStaleWarning",
            "detect_device_slugs", "clear_cache"]
@@ -332,10 +334,21 @@ def _check_stale(kernel: str, tuned: _Tuned, source: str | os.PathLike[str], ker
             "may no longer be the best (re-tune with pytest --autotune)"), stacklevel=3)
 
 
+def _in_space(kernel: str, tuned: _Tuned, path: Path, space: Mapping[str, Sequence[Any]],
+              restrictions: Sequence[Any] | None) -> dict[str, Any]:
+    try:
+        return declared_configuration(tuned.entry["params"], space, restrictions)
+    except SearchSpaceError as exc:
+        raise LockLookupError(f"locked_params({kernel!r}): {path}: entry {tuned.key!r}: {exc}; re-tune it with "
+                              "pytest --autotune, or restore the lockfile from version control") from None
+
+
 def locked_params(kernel: str, problem_size: Any = None, lockdir: str | os.PathLike[str] = "autotune.lock", *,
                   device: str | None = None, default: Mapping[str, Any] | None = None,
                   dtypes: Sequence[str] | None = None, source: str | os.PathLike[str] | None = None,
-                  kernel_name: str | None = None, kind: str | None = None) -> dict[str, Any]:
+                  kernel_name: str | None = None, kind: str | None = None,
+                  space: Mapping[str, Sequence[Any]] | None = None,
+                  restrictions: Sequence[Any] | None = None) -> dict[str, Any]:
     """The locked parameters of ``kernel`` for this device and problem (a fresh dict each call).
 
     ``problem_size``: an int or tuple, compared with the sizes the entries were
@@ -352,6 +365,10 @@ def locked_params(kernel: str, problem_size: Any = None, lockdir: str | os.PathL
     ``kind``: ``"cuda"``, ``"cpu"`` (the C runner), ``"opencl"`` or ``"triton"`` (a GPU, else the interpreter), the runner
     the kernel is launched with: only that device's lockfile is searched, so a
     C ``matmul`` never gets the parameters of a CUDA kernel of the same name.
+    ``space`` (and ``restrictions``): the values the kernel accepts, as the marker declares them; the
+    locked parameters are then checked to be a point of that space (same types, restrictions hold) and
+    :class:`LockLookupError` names the lockfile, entry and parameter otherwise: a lockfile is data, and a
+    value the kernel was never tuned over is not launched.
     """
     if not isinstance(kernel, str) or not kernel:
         raise TypeError(f"locked_params: kernel must be a non-empty string, got {kernel!r}")
@@ -372,6 +389,8 @@ def locked_params(kernel: str, problem_size: Any = None, lockdir: str | os.PathL
             chosen = _select_cached(kernel, index, problem_size, dtypes, path)
             if source is not None:
                 _check_stale(kernel, chosen, source, kernel_name)
+            if space is not None:
+                return _in_space(kernel, chosen, path, space, restrictions)
             return dict(chosen.entry["params"])
     missing = f"no entry for {kernel!r} in {', '.join(searched)}" if searched else f"no {kind} device detected on this machine"
     if default is None:

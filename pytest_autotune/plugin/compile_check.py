@@ -33,6 +33,7 @@ from ..errors import InvalidConfiguration
 from ..runners.executor import check_kernel_resources, check_launch_limits
 from ..runners.kernel import KernelSpec, launch_geometry
 from ..runners.nvrtc import compile_configuration
+from ..space.membership import NotInSpace, declared_configuration
 from ..space import SearchSpace
 
 DEFAULT_SAMPLE = 64
@@ -173,7 +174,16 @@ def check_kernel(spec: KernelSpec, params: Mapping[str, Sequence[Any]], restrict
         limits = arch_limits(cc)
         space = SearchSpace(dict(params), list(restrictions or []), {**limits, **(constants or {})})
         report.space_sizes[cc] = len(space)
-        todo = [(dict(p), "locked") for p in (locked or {}).get(cc, [])]
+        todo = []
+        for i, winner in enumerate((locked or {}).get(cc, [])):
+            # a lockfile is data: only the marker's own values of a point of its space are compiled
+            try:
+                todo.append((declared_configuration(winner, params, list(restrictions or []),
+                                                    {**limits, **(constants or {})}, where="params"), "locked"))
+            except NotInSpace as exc:
+                report.checks.append(ConfigCheck(cc, {k: str(v)[:40] for k, v in dict(winner).items()}
+                                                 if isinstance(winner, Mapping) else {}, "locked", "invalid",
+                                                 f"the locked winner was not compiled: {exc}"))
         todo += [(p, "space") for p in configurations_to_check(space, sample, seed)]
         for config, origin in todo:
             report.checks.append(check_configuration(spec, config, cc, limits=limits, origin=origin))

@@ -31,12 +31,14 @@ from ..lock.transfer import warm_start
 from ..lock.devices import cpu_generation_note, cpu_record, find_lockfile, same_kind_lockfiles
 from ..lock.lockfile import (LockfileError, entry_key, get_entry, lockfile_path, merge_entries, read_lockfile,
                              renamed_entry, utc_timestamp)
-from ..lock.sources import load_source, source_name, store_source
+from ..lock.sources import load_source, materialize_headers, source_name, store_source
 from .marker import TuneSettings
 from ..measure.timing import TimingStats
 from ..gate.probes import CPU_KINDS, GPU_PROBE_VERSION, PROBE_VERSION, probe_measure, probe_sizes, probes_for
 from ..gate.rounds import best_state_rounds, lock_pauses, rotating_pin
 from ..gate.retune import RetuneDecision, decide
+from ..gate.trust import UntrustedEntry, describe as describe_refusal, trusted_build, trusted_params, \
+    trusted_probe_sizes, trusted_runners_up
 from ..runners import make_runner
 from ..engine.cluster import ClusterError
 from ..errors import BackendUnavailable, SpecError
@@ -44,6 +46,7 @@ from ..runners.isolation import sharing_one_cpu
 from .scratch import ScratchCache, fingerprint
 from .session import SessionState
 from ..space import SearchSpaceError
+from ..space.membership import declared_configuration
 from ..engine.tuner import (TuneError, TuneResult, _evaluate, build_space, compile_ahead_summary, first_failures,
                             params_key, spills, tune)
 
@@ -292,8 +295,18 @@ class Autotune:
             if renamed is not None:  # a renamed test: its kernel's entry, recorded under the old test id
                 self.state.say(f"autotune {self.item.nodeid}::{k.label}: entry recorded under {renamed[1]['test']}")
                 entry = renamed[1]
-            check = check_entry(entry, k.hashes, lambda: self._space(runner, k.label).find(entry["params"]) >= 0,
-                                k.problem) if entry is not None else None
+            check = check_entry(entry, k.hashes, lambda: self._in_space(entry, runner), k.problem) \
+                if entry is not None else None
+            if check is not None and check.stale is None:
+                # the lock is untrusted input: what reaches a build is the marker's own values, or nothing
+                try:
+                    entry = self._trusted(k, entry, runner, path, "space" in check.changed)  # type: ignore[arg-type]
+                except UntrustedEntry as exc:
+                    if opts.mode is None and opts.missing != "tune":
+                        self._row(k.label, "gate", "refused", message=describe_refusal(exc), lockfile=str(path))
+                        raise _failed(describe_refusal(exc)) from None
+                    self.state.say(f"{describe_refusal(exc)}; tuning it afresh")
+                    entry, check = None, None
             usable = check is not None and check.stale is None
             if opts.mode == "missing" and usable:
                 result = self._left_alone(k.label, entry, path)  # type: ignore[arg-type]
@@ -316,6 +329,37 @@ class Autotune:
             return False
         return any(c.split("::", 1)[0] == path for c in collected) or \
             not (Path(str(self.item.config.rootpath)) / path).exists()
+
+    def _in_space(self, entry: Mapping[str, Any], runner: Any) -> bool:
+        """The locked winner is a point of the marker's current space (checked without building the space)."""
+        s = self.settings
+        try:
+            declared_configuration(entry.get("params"), s.params, s.restrictions, self._constants(runner))
+        except SearchSpaceError:
+            return False
+        return True
+
+    def _constants(self, runner: Any) -> dict[str, Any]:
+        """What restrictions see besides the parameters: the device's limits, then the marker's constants."""
+        return {**runner.constants(), **self.settings.constants}
+
+    def _trusted(self, k: _Kernel, entry: Mapping[str, Any], runner: Any, path: Path,
+                 space_changed: bool) -> dict[str, Any]:
+        """A copy of the entry whose build inputs are checked: the marker's own values for the winner and the
+        runners-up, the kernel name and compiler options of an A/B baseline, the probes' sizes."""
+        s, key = self.settings, entry_key(self.item.nodeid, k.label)
+        constants = self._constants(runner)
+        trusted = dict(entry)
+        trusted["params"] = trusted_params(entry, s.params, s.restrictions, constants, path=path, key=key)
+        if "runners_up" in entry:
+            trusted["runners_up"] = trusted_runners_up(entry, s.params, s.restrictions, constants,
+                                                       space_changed=space_changed, path=path, key=key)
+        if k.source is not None and k.source.get("kernel_name") and entry.get("source_file"):
+            trusted["kernel_name"], trusted["compiler_options"] = trusted_build(
+                entry, k.source["kernel_name"], k.source["compiler_options"], path=path, key=key)
+        if (entry.get("machine") or {}).get("probe") in (PROBE_VERSION, GPU_PROBE_VERSION):
+            trusted["machine"] = {**entry["machine"], **trusted_probe_sizes(entry, path=path, key=key)}
+        return trusted
 
     def _space(self, runner: Any, label: str) -> Any:
         __tracebackhide__ = True
@@ -401,8 +445,11 @@ class Autotune:
         reasons = self._rewrite_reasons(k, old, device) + ([f"re-keyed from {old_key}"] if old_key else [])
         decision = decide(old, reasons, result.params, list(result.stats.samples),
                           locked_now, s.tolerance, s.alpha)
-        entry = (dict(old) if old is not None and not decision.write else
-                 self._entry(k, result, runner, decision, path, time.perf_counter() - started))
+        try:
+            entry = (dict(old) if old is not None and not decision.write else
+                     self._entry(k, result, runner, decision, path, time.perf_counter() - started))
+        except LockfileError as exc:  # the sources folder is a link, the disk is full, ...
+            raise _failed(f"autotune: {exc}") from None
         others = [] if path.exists() else [f"{p.name} ({model})" for p, model in
                                            same_kind_lockfiles(opts.lockdir, device.kind, path)]
         if decision.write:
@@ -594,14 +641,18 @@ class Autotune:
         """The edited source against the locked one, side by side; ``None`` when that cannot be done
         (a callable or recording, an entry without a stored source, a locked source that no longer builds)."""
         __tracebackhide__ = True
-        code = load_source(path.parent, entry.get("source_file", "")) if k.make_locked_runner else None
-        if code is None:
-            return None
-        headers = {name: load_source(path.parent, stored) for name, stored in (entry.get("headers") or {}).items()}
-        if any(text is None for text in headers.values()):
-            return None  # a stored header is missing (pruned by hand): no A/B
-        # the locked headers, where the entry stored any (runners without headers take (code, entry) only)
-        extra = [_headers_dir(headers)] if headers else []
+        try:
+            code = load_source(path.parent, entry.get("source_file", "")) if k.make_locked_runner else None
+            if code is None:
+                return None
+            headers = {name: load_source(path.parent, stored) for name, stored in (entry.get("headers") or {}).items()}
+            if any(text is None for text in headers.values()):
+                return None  # a stored header is missing (pruned by hand): no A/B
+            # the locked headers, where the entry stored any (runners without headers take (code, entry) only)
+            extra = [materialize_headers(headers)] if headers else []  # type: ignore[arg-type]
+        except LockfileError as exc:
+            raise _failed(f"autotune: {self.item.nodeid}::{k.label}: {exc}; nothing was compiled from the "
+                          "locked source (the lock was left untouched)") from None
         locked_runner = k.make_locked_runner(code, entry, *extra)  # type: ignore[misc]
         try:
             params = dict(entry["params"])
@@ -670,22 +721,6 @@ def _changed_files(k: _Kernel, entry: Mapping[str, Any]) -> list[str]:
         elif source_name(now[name], Path(name).suffix or ".h") != locked[name]:
             changed.append(name)
     return changed
-
-
-def _headers_dir(headers: Mapping[str, str | None]) -> Path:
-    """The locked headers written to a folder named by their contents (a build of the same locked headers
-    hits the build cache again), laid out as they were included."""
-    import hashlib
-    import tempfile
-
-    digest = hashlib.sha256(repr(sorted(headers.items())).encode("utf-8", "surrogateescape")).hexdigest()[:16]
-    folder = Path(tempfile.gettempdir()) / f"pytest-autotune-headers-{digest}"
-    for name, text in headers.items():
-        target = folder / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if not target.exists() or target.read_text(encoding="utf-8", errors="surrogateescape") != text:
-            target.write_text(text or "", encoding="utf-8", errors="surrogateescape")
-    return folder
 
 
 def _cuda_toolchain(lang: str | None) -> dict[str, str]:
