@@ -20,6 +20,7 @@ from ..engine.evaluator import Budget
 from .fixture import CALLS_KEY, Autotune
 from .marker import MarkerError, TuneSettings, parse_marker
 from ..runners.compile_pool import parse_compile_workers
+from . import job_summary
 from .report import (cut_note_lines, failure_lines, fallback_line, format_table, lockfile_lines, new_lockfile_lines,
                      not_gated_line, not_tuned_line, write_json_report, write_plots)
 from .session import INCOMPARABLE_POLICIES, MISSING_POLICIES, STATE_KEY, Options, SessionState
@@ -106,6 +107,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--autotune-ranking", action="store_true", default=False,
                     help="gate: also re-time the locked runners-up and report a stale lock when one now wins")
     group.addoption("--autotune-report", default=None, metavar="PATH", help="write a JSON report of the run")
+    group.addoption("--autotune-report-md", default=None, metavar="PATH",
+                    help="append a Markdown summary of the run to PATH (default: $GITHUB_STEP_SUMMARY when set)")
     group.addoption("--autotune-plots", default=None, metavar="DIR",
                     help="write a convergence plot per tuned kernel (needs matplotlib)")
     group.addoption("--autotune-devices", default=None, metavar="IDS",
@@ -338,7 +341,8 @@ class _SummaryPlugin:
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         # A requested report is written even when no kernel ran (CI steps expect the file).
-        if (self.state.rows or self.state.options.report is not None) and not hasattr(config, "workerinput"):
+        wanted = self.state.options.report is not None or job_summary.target(config.getoption("autotune_report_md"))
+        if (self.state.rows or wanted) and not hasattr(config, "workerinput"):
             _summary(terminalreporter, self.state)
 
 
@@ -370,12 +374,20 @@ def _summary(terminalreporter: Any, state: SessionState) -> None:
         path = write_json_report(state.options.report, rows, {"mode": state.options.mode or "gate",
                                                               "lockdir": str(state.options.lockdir)})
         write(f"autotune report written to {path}")
+    plots: list[Path] = []
     if state.options.plots is not None:
         try:
-            written = write_plots(state.options.plots, rows)
-            write(f"autotune: {len(written)} convergence plot(s) written to {state.options.plots}")
+            plots = write_plots(state.options.plots, rows)
+            write(f"autotune: {len(plots)} convergence plot(s) written to {state.options.plots}")
+            plots += job_summary.write_distribution_plots(state.options.plots, rows)
         except ImportError:
             write("autotune: --autotune-plots needs matplotlib (pip install matplotlib)")
+    option = terminalreporter.config.getoption("autotune_report_md")
+    md = job_summary.target(option)
+    if md is not None:
+        markdown = job_summary.render(rows, {"mode": state.options.mode or "gate"}, plots,
+                                      relative_to=md.parent if option else None)
+        write(f"autotune: Markdown summary appended to {job_summary.append(md, markdown)}")
     if show:
         left_alone = [f"{r['test']}::{r['kernel']}" for r in rows if r.get("mode") == "locked"]
         if left_alone:
