@@ -1,7 +1,8 @@
 """MkDocs hook: benchmark tables rendered from ``benchmarks/results/*.json`` at build time.
 
 A page writes ``<!-- table: VIEW -->`` or ``<!-- table: VIEW FILE.json -->`` on a line of its
-own; the line becomes a Markdown table computed from that results file, so the numbers in the
+own (indented inside a note or a collapsible box: the table keeps the indent); the line becomes a
+Markdown table computed from that results file, so the numbers in the
 manual cannot drift from the results. An unknown view, a missing file or a file without the
 fields the view reads fails the build (a ``PluginError`` names the page and the marker).
 
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
-MARKER = re.compile(r"^<!--\s*table:\s*(?P<view>[A-Za-z_]+)(?:\s+(?P<file>[\w.\-]+))?\s*-->\s*$", re.MULTILINE)
+MARKER = re.compile(r"^(?P<indent>[ \t]*)<!--\s*table:\s*(?P<view>[A-Za-z_]+)(?:\s+(?P<file>[\w.\-]+))?\s*-->\s*$", re.MULTILINE)
 
 
 class TableError(Exception):
@@ -171,7 +172,11 @@ def render(view: str, filename: str | None = None, results: Path = RESULTS) -> s
 
 
 def replace_markers(markdown: str, results: Path = RESULTS) -> str:
-    return MARKER.sub(lambda m: render(m.group("view"), m.group("file"), results), markdown)
+    def table(m: re.Match[str]) -> str:  # a marker indented (inside a note or a details box) keeps its indent
+        text = render(m.group("view"), m.group("file"), results)
+        return "\n".join(m.group("indent") + line if line else "" for line in text.split("\n"))
+
+    return MARKER.sub(table, markdown)
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:  # MkDocs hook
