@@ -624,7 +624,8 @@ class Autotune:
                   stale_ranking=outcome.stale_ranking, note="; ".join(notes), lockfile=str(path),
                   method=outcome.method, absolute_change_pct=absolute.change_pct if absolute else None,
                   machine=outcome.machine.changes if outcome.machine else None,
-                  incomparable_policy=opts.incomparable if outcome.verdict == "incomparable" else None)
+                  incomparable_policy=opts.incomparable if outcome.verdict == "incomparable" else None,
+                  samples=[float(x) for x in outcome.measurement.samples or []])  # the job summary's plot
         if outcome.failed:
             raise pytest.fail.Exception(outcome.message, pytrace=False)
         if outcome.verdict == "incomparable":
