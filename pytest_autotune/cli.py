@@ -19,6 +19,7 @@ unreadable / invalid lockfile (the message names it).
 """
 from __future__ import annotations
 
+from .errors import AutotuneError
 import argparse
 import json
 import sys
@@ -34,7 +35,7 @@ EXIT_CHANGED = 1
 EXIT_ERROR = 2
 
 
-class _UsageError(Exception):
+class _UsageError(AutotuneError):
     """A problem with what the user asked for (missing file, ...): exit code 2 with a message."""
 
 

@@ -8,15 +8,20 @@ outcome, recorded as a failed :class:`~pytest_autotune.results.Measurement`.
 from __future__ import annotations
 
 
-class SpecError(ValueError):
+class AutotuneError(Exception):
+    """The root of every error pytest-autotune raises: ``except AutotuneError`` catches the plugin's own
+    errors (bad input, a lock that cannot be used, a backend missing) and nothing else."""
+
+
+class SpecError(AutotuneError, ValueError):
     """The kernel specification or a runner option is wrong (raised, never recorded)."""
 
 
-class BackendUnavailable(RuntimeError):
+class BackendUnavailable(AutotuneError, RuntimeError):
     """The requested runner cannot work here (library, compiler or device missing)."""
 
 
-class InvalidConfiguration(Exception):
+class InvalidConfiguration(AutotuneError):
     """A configuration the device cannot run; recorded as ``FailureKind.INVALID``.
 
     Raise it from a ``callable`` runner's ``launch`` to reject a configuration
@@ -24,7 +29,7 @@ class InvalidConfiguration(Exception):
     """
 
 
-class ArtefactUnusable(Exception):
+class ArtefactUnusable(AutotuneError):
     """A compile pool's artefact (a cubin) that the device refused to load, with the driver's error.
 
     Raised by an executor's ``load``; the executor then compiles the configuration inline and marks

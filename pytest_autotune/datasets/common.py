@@ -1,6 +1,7 @@
 """What every format reader shares: the error type, file reading, time units, the record container."""
 from __future__ import annotations
 
+from ..errors import AutotuneError
 import gzip
 import json
 import os
@@ -27,7 +28,7 @@ MEASURED_FORMATS = ("t4", "kerneltuner", "ktt")
 """Formats that hold measurements (``t1`` holds definitions only)."""
 
 
-class DatasetError(ValueError):
+class DatasetError(AutotuneError, ValueError):
     """A recorded-data file that cannot be read or does not agree with its definition; names the file."""
 
 

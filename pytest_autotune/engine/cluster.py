@@ -27,6 +27,7 @@ module only keeps the books for one search (:class:`RayFleet`, driven by
 """
 from __future__ import annotations
 
+from ..errors import AutotuneError
 import itertools
 import os
 import time
@@ -53,7 +54,7 @@ START_GRACE_S = 3.0  # the others answering within this much more are checked be
 ATTEMPTS = 2  # an evaluation whose device died is retried once on another device
 
 
-class ClusterError(RuntimeError):
+class ClusterError(AutotuneError, RuntimeError):
     """The cluster cannot run this tuning: Ray missing, no device, devices of different models, all lost."""
 
 

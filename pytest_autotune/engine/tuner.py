@@ -10,6 +10,7 @@ Usable from plain Python; the pytest plugin is one client of it::
 """
 from __future__ import annotations
 
+from ..errors import AutotuneError
 import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -45,7 +46,7 @@ CONFIRM_TOP = 3  # finalists re-timed after the search (plus the incumbent)
 CONFIRM_ROUNDS = 2  # interleaved re-timing rounds of the finalists
 
 
-class TuneError(RuntimeError):
+class TuneError(AutotuneError, RuntimeError):
     """No configuration could be measured successfully; ``history`` holds every failed attempt."""
 
     def __init__(self, message: str, history: SearchHistory | None = None) -> None:

@@ -34,6 +34,7 @@ Both are deterministic: sorted, no timestamps, so a diff shows exactly what chan
 """
 from __future__ import annotations
 
+from ..errors import AutotuneError
 import json
 import os
 import re
@@ -51,7 +52,7 @@ EXPORT_FORMAT = "pytest-autotune-export"
 EXPORT_VERSION = 1
 
 
-class ExportError(ValueError):
+class ExportError(AutotuneError, ValueError):
     """The lock cannot be exported unambiguously (a name collision, no lockfiles, an unknown kernel)."""
 
 

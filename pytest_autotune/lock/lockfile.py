@@ -21,6 +21,7 @@ schema, invalid entry) raises :class:`LockfileError` and is never modified.
 """
 from __future__ import annotations
 
+from ..errors import AutotuneError
 import contextlib
 import datetime as _dt
 import enum
@@ -84,7 +85,7 @@ _GITIGNORE = (
 # --------------------------------------------------------------------------- errors
 
 
-class LockfileError(Exception):
+class LockfileError(AutotuneError):
     """A lockfile that cannot be used as is; the file is reported and never modified.
 
     ``path`` is the offending file (``None`` for data not read from or bound for a file).

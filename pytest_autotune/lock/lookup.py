@@ -19,6 +19,7 @@ the device when ``device`` is not given.
 """
 from __future__ import annotations
 
+from ..errors import AutotuneError
 import functools
 import importlib.util
 import os
@@ -39,7 +40,7 @@ __all__ = ["locked_params", "LockLookupError", "AmbiguousLockError", "LockFallba
            "detect_device_slugs", "clear_cache"]
 
 
-class LockLookupError(LookupError):
+class LockLookupError(AutotuneError, LookupError):
     """No usable entry (and no ``default``), or a problem that does not say which entry to use."""
 
 

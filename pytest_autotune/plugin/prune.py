@@ -10,6 +10,7 @@ paths are kept, unless their file no longer exists.
 """
 from __future__ import annotations
 
+from ..errors import AutotuneError
 import contextlib
 import io
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from ..lock.lockfile import lockfile_path, merge_entries, read_lockfile
 from ..lock.sources import unreferenced_sources
 
 
-class PruneError(Exception):
+class PruneError(AutotuneError):
     """Pruning was refused; the message says why and nothing was written."""
 
 

@@ -33,6 +33,7 @@ error, crash, timeout, no metrics in the output).
 """
 from __future__ import annotations
 
+from ..errors import AutotuneError
 import csv
 import io
 import json
@@ -78,7 +79,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-class NcuError(RuntimeError):
+class NcuError(AutotuneError, RuntimeError):
     """One configuration could not be profiled (the message carries ncu's and the script's output)."""
 
 

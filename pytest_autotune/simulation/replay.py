@@ -26,6 +26,7 @@ was known. ``runner.simulated_seconds`` is the simulated wall time so far.
 """
 from __future__ import annotations
 
+from ..errors import AutotuneError
 import math
 import os
 from pathlib import Path
@@ -46,7 +47,7 @@ MIN_NOISE_FACTOR = 1e-3
 """Noise never makes a time smaller than this fraction of the recorded one (times stay positive)."""
 
 
-class ReplayError(LookupError):
+class ReplayError(AutotuneError, LookupError):
     """A query the recording cannot answer (profiling an unrecorded or failed configuration)."""
 
 

@@ -142,6 +142,7 @@ fitted trees predicted, and loading needs no scikit-learn.
 """
 from __future__ import annotations
 
+from ..errors import AutotuneError
 import datetime as _dt
 import gzip
 import json
@@ -248,7 +249,7 @@ def cores_of(counters: Mapping[str, float]) -> int | None:
     return sms * cuda_cores_per_sm(major, minor) if sms > 0 else None
 
 
-class CounterModelError(ValueError):
+class CounterModelError(AutotuneError, ValueError):
     """A model file that cannot be read, or a space the model does not fit; the message says which."""
 
 

@@ -32,6 +32,7 @@ so the evaluation order is exactly the sequential one.
 """
 from __future__ import annotations
 
+from ..errors import AutotuneError
 import dataclasses
 from typing import Any, Callable, ClassVar, Generator, Iterable, Sequence, Union
 
@@ -49,7 +50,7 @@ class Batch(list):
 SearchGenerator = Generator[Union[Proposal, Batch], Union[float, None, list], None]
 
 
-class StrategyError(ValueError):
+class StrategyError(AutotuneError, ValueError):
     """Unknown strategy, unknown or invalid hyperparameter; the message lists what exists."""
 
 
