@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, Union
 import numpy as np
 
 from . import neighbours as nb
-from .build import DEFAULT_CHUNK_ROWS, apply_callables, build_blocks
+from .build import DEFAULT_CHUNK_ROWS, apply_callables, build_blocks, index_dtype
 from .errors import SearchSpaceError
 from .callables import CallableRestriction, as_restriction_list, classify_callable, refused_restriction
 from .expressions import Restriction, compile_restriction
@@ -52,6 +52,15 @@ def _value_table(name: str, values: Sequence[Any]) -> np.ndarray:
     return table
 
 
+def _strictly_increasing(a: np.ndarray, chunk: int = 1 << 22) -> bool:
+    """``a[1:] > a[:-1]`` everywhere, with temporaries of one chunk only."""
+    for start in range(0, len(a) - 1, chunk):
+        part = a[start:start + chunk + 1]
+        if not bool(np.all(part[1:] > part[:-1])):
+            return False
+    return True
+
+
 def _is_numeric(table: np.ndarray) -> bool:
     if table.dtype != object:
         return True
@@ -59,10 +68,7 @@ def _is_numeric(table: np.ndarray) -> bool:
 
 
 def _index_dtype(max_size: int) -> np.dtype:
-    for dt in (np.uint8, np.uint16, np.uint32):
-        if max_size <= np.iinfo(dt).max + 1:
-            return np.dtype(dt)
-    return np.dtype(np.int64)
+    return index_dtype(max_size)
 
 
 class SearchSpace:
@@ -77,10 +83,16 @@ class SearchSpace:
     The valid set is stored as ``indices`` (n_valid x n_params, smallest
     unsigned dtype) of value indices, sorted lexicographically, so a row number
     identifies a configuration everywhere in the engine.
+
+    A space of more than ``max_configurations`` valid configurations
+    (default :data:`~.build.DEFAULT_MAX_CONFIGURATIONS`, sized for a 4 GB
+    CI runner) is refused with :class:`~.build.SearchSpaceTooLarge` once the
+    count is known, before the index matrix is allocated.
     """
 
     def __init__(self, params: Mapping[str, Sequence[Any]], restrictions: Iterable[RestrictionLike] | None = None,
-                 constants: Mapping[str, Any] | None = None, *, chunk_rows: int = DEFAULT_CHUNK_ROWS):
+                 constants: Mapping[str, Any] | None = None, *, chunk_rows: int = DEFAULT_CHUNK_ROWS,
+                 max_configurations: int | None = None):
         self._init_params(params, constants)
         self.restrictions: list[RestrictionLike] = as_restriction_list(restrictions)
         compiled: list[Restriction | CallableRestriction] = []
@@ -94,19 +106,20 @@ class SearchSpace:
                 (compiled if wrapped.style == "values" else callables).append(wrapped)
             else:
                 raise SearchSpaceError(refused_restriction(r))
-        built = build_blocks(self.names, self._tables, compiled, chunk_rows)
+        built = build_blocks(self.names, self._tables, compiled, chunk_rows, max_configurations,
+                             callables_follow=bool(callables))
         constrained = {q for r in compiled if len(r.names) > 1 for q in r.names}
         self._prunes = [bool(callables) or n in constrained for n in self.names]
-        if callables:
-            columns = built.columns(self.names)
-            keep = apply_callables(self.names, self._tables, columns, callables)
-            columns = [c[keep] for c in columns]
-            if len(columns[0]) == 0:
+        self._finish_blocks(built.blocks)  # consumes the blocks, freeing each once it is in the matrix
+        del built
+        if callables:  # filter the sorted rows: they stay sorted, so no second sort is needed
+            keep = apply_callables(self.names, self._tables, self.indices, callables)
+            if not keep.any():
                 raise SearchSpaceError("the search space is empty: the callable restrictions rejected every "
                                        f"one of the {int(keep.size)} configurations left by the string restrictions")
-            self._finish(columns)
-        else:
-            self._finish_blocks(built.blocks)
+            if not keep.all():
+                self.indices, self._keys = self.indices[keep], self._keys[keep]
+                self._reset_caches()
 
     # -- construction helpers -----------------------------------------------------
     def _init_params(self, params: Mapping[str, Sequence[Any]], constants: Mapping[str, Any] | None) -> None:
@@ -140,58 +153,126 @@ class SearchSpace:
             self._values_of = lambda config: (config[only],)
 
     def _finish_blocks(self, blocks: list[dict[str, np.ndarray]]) -> None:
-        """Sorted keys and index matrix of the Cartesian product of independent blocks, without crossing columns.
+        """Sorted keys and index matrix of the Cartesian product of independent blocks, filled in place.
 
         Each block is sorted by its share of the key and the blocks are crossed
         most significant first, so the crossed keys come out sorted whenever
         the blocks' parameters do not interleave in the parameter order (the
         common case: free parameters, one constrained group); then every
-        column is a repeat/tile pattern. Otherwise the crossed keys are sorted
-        and each block's row is recovered from the sort order.
+        column is a repeat/tile pattern, written through a reshaped view of the
+        index matrix. Otherwise the crossed keys are sorted in place and the
+        indices decoded from them (mixed radix) a chunk at a time. Sorting
+        keys in place and decoding, rather than an argsort and gathers, keeps
+        the peak near the result itself: 8 bytes of key plus one index per
+        parameter in the smallest dtype, per valid configuration. ``blocks``
+        is consumed (emptied), so each block's columns are freed once used.
         """
         self._set_mult()
         pos = {n: k for k, n in enumerate(self.names)}
         dtype = _index_dtype(int(self.sizes.max()))
+        sizes_of = [len(next(iter(b.values()))) for b in blocks]
+        if sum(s > 1 for s in sizes_of) <= 1:
+            self._finish_one_block(blocks, pos, dtype)
+            return
         prepared = []  # (parameter positions, block columns as (params, rows) in the final dtype, block keys)
-        for block in blocks:
+        while blocks:
+            block = blocks.pop(0)
             ks = [pos[q] for q in block]
             bkeys = np.zeros(len(next(iter(block.values()))), dtype=np.int64)
-            for k, col in zip(ks, block.values()):
-                if self.sizes[k] > 1:
-                    bkeys += col * self._mult[k]
-            cols = np.array(list(block.values()), dtype=dtype)
-            if len(bkeys) > 1 and not bool(np.all(bkeys[1:] > bkeys[:-1])):
-                order = np.argsort(bkeys, kind="stable")
-                bkeys = bkeys[order]
-                cols = cols[:, order]
+            self._add_keys(bkeys, block, pos)
+            if _strictly_increasing(bkeys):
+                cols = np.array(list(block.values()), dtype=dtype)
+            else:
+                block.clear()
+                bkeys.sort()  # keys are distinct: any sort gives the order a stable one would
+                cols = np.ascontiguousarray(self._decode(bkeys, dtype, ks).T)
             prepared.append((ks, cols, bkeys))
         # crossing order: most significant varying parameter first (single-row blocks anywhere)
         prepared.sort(key=lambda b: (1, min(b[0])) if len(b[2]) > 1 else (0, 0))
         sizes = [len(b[2]) for b in prepared]
         n = prod(sizes)
-        keys = prepared[0][2]
-        for _, _, bkeys in prepared[1:]:
-            keys = (keys[:, None] + bkeys[None, :]).ravel() if len(bkeys) > 1 else keys + bkeys[0]
-        order = None
-        if n > 1 and not bool(np.all(keys[1:] > keys[:-1])):
-            order = np.argsort(keys, kind="stable")
-            keys = keys[order]
-        self._keys = keys
-        columns_t = np.empty((len(self.names), n), dtype=dtype)
-        inner = n
-        for (ks, cols, _), size in zip(prepared, sizes):
-            inner //= size
-            if size == 1:
-                columns_t[ks] = cols[:, :1]
-                continue
-            if order is None:  # the block's row of sorted row i: (i // inner) % size
-                pattern = np.repeat(cols, inner, axis=1) if inner > 1 else cols
-                columns_t[ks] = np.tile(pattern, (1, n // (size * inner))) if n > size * inner else pattern
-            else:
-                local = order // inner if inner > 1 else order
-                columns_t[ks] = cols[:, local % size if n > size * inner else local]
-        self.indices = np.ascontiguousarray(columns_t.T)
+        keys = np.zeros(n, dtype=np.int64)
+        grid = keys.reshape(sizes)
+        for j, (_, _, bkeys) in enumerate(prepared):  # keys of the product, through broadcast views
+            shape = [1] * len(sizes)
+            shape[j] = sizes[j]
+            grid += bkeys.reshape(shape)
+        del grid
+        if not _strictly_increasing(keys):
+            del prepared
+            keys.sort()
+            self._keys = keys
+            self.indices = self._decode(keys, dtype)
+        else:
+            self._keys = keys
+            indices = np.empty((n, len(self.names)), dtype=dtype)
+            inner = n
+            for (ks, cols, _), size in zip(prepared, sizes):
+                inner //= size
+                view = indices.reshape(n // (size * inner), size, inner, len(self.names))
+                for k, col in zip(ks, cols):  # the block's row of row i: (i // inner) % size
+                    view[:, :, :, k] = col[None, :, None]
+            self.indices = indices
         self._reset_caches()
+
+    def _finish_one_block(self, blocks: list[dict[str, np.ndarray]], pos: Mapping[str, int], dtype: np.dtype) -> None:
+        """At most one block has more than one row: its columns are the space's, no crossing needed."""
+        varying = [b for b in blocks if len(next(iter(b.values()))) > 1]
+        fixed = [b for b in blocks if len(next(iter(b.values()))) == 1]
+        blocks.clear()
+        n = len(next(iter(varying[0].values()))) if varying else 1
+        indices = np.empty((n, len(self.names)), dtype=dtype)
+        offset = 0
+        for block in fixed:
+            for q, col in block.items():
+                indices[:, pos[q]] = col[0]
+                offset += int(col[0]) * int(self._mult[pos[q]])
+        keys = np.full(n, offset, dtype=np.int64)
+        if varying:
+            block = varying.pop()
+            self._add_keys(keys, block, pos)
+            if _strictly_increasing(keys):
+                for q in list(block):
+                    indices[:, pos[q]] = block.pop(q)
+            else:
+                ks = [pos[q] for q in block]
+                block.clear()
+                keys.sort()  # keys are distinct: any sort gives the order a stable one would
+                self._decode(keys, dtype, ks, out=indices)
+        self._keys = keys
+        self.indices = indices
+        self._reset_caches()
+
+    def _add_keys(self, keys: np.ndarray, block: Mapping[str, np.ndarray], pos: Mapping[str, int],
+                  chunk: int = 1 << 20) -> None:
+        """``keys += sum(column * mult)`` over a block's parameters, with temporaries of one chunk."""
+        for q, col in block.items():
+            k = pos[q]
+            if self.sizes[k] == 1:
+                continue
+            m = self._mult[k]
+            for start in range(0, len(keys), chunk):
+                keys[start:start + chunk] += col[start:start + chunk].astype(np.int64) * m
+
+    def _decode(self, keys: np.ndarray, dtype: np.dtype, positions: Sequence[int] | None = None,
+                out: np.ndarray | None = None, chunk: int = 1 << 20) -> np.ndarray:
+        """Value indices of mixed-radix keys (first parameter most significant), a chunk at a time.
+
+        ``positions``: only these parameters, as columns of a (rows x len)
+        matrix unless ``out`` (rows x all parameters) is given to fill.
+        """
+        ks = list(range(len(self.names))) if positions is None else list(positions)
+        if out is None:
+            out = np.empty((len(keys), len(ks)), dtype=dtype)
+            where = list(range(len(ks)))
+        else:
+            where = ks
+        for start in range(0, len(keys), chunk):
+            part = keys[start:start + chunk]
+            for k, w in zip(ks, where):
+                size = int(self.sizes[k])
+                out[start:start + chunk, w] = (part // self._mult[k]) % size if size > 1 else 0
+        return out
 
     def _set_mult(self) -> None:
         mult = np.ones(len(self.names), dtype=np.int64)
