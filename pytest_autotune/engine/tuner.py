@@ -87,16 +87,18 @@ class TuneResult:
 
 
 def build_space(params: Mapping[str, Sequence[Any]], restrictions: Iterable[RestrictionLike] | None,
-                runner: Runner | None = None, constants: Mapping[str, Any] | None = None) -> SearchSpace:
+                runner: Runner | None = None, constants: Mapping[str, Any] | None = None, *,
+                max_configurations: int | None = None) -> SearchSpace:
     """The search space with the runner's device limits available as restriction constants.
 
     A device constant that has the same name as a tunable parameter is left
-    out: the user's parameter wins.
+    out: the user's parameter wins. More valid configurations than
+    ``max_configurations`` (None: the space package's default) is an error.
     """
     merged = dict(runner.constants()) if runner is not None else {}
     merged.update(constants or {})
     merged = {k: v for k, v in merged.items() if k not in params}
-    return SearchSpace(params, restrictions, merged)
+    return SearchSpace(params, restrictions, merged, max_configurations=max_configurations)
 
 
 def params_key(params: Mapping[str, Any]) -> str:

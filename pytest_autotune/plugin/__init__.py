@@ -21,6 +21,7 @@ from .fixture import CALLS_KEY, Autotune
 from .marker import MarkerError, TuneSettings, parse_marker
 from ..runners.compile_pool import parse_compile_workers
 from . import job_summary
+from ..space import DEFAULT_MAX_CONFIGURATIONS
 from .report import (cut_note_lines, failure_lines, fallback_line, format_table, lockfile_lines, new_lockfile_lines,
                      not_gated_line, not_tuned_line, write_json_report, write_plots)
 from .session import INCOMPARABLE_POLICIES, MISSING_POLICIES, STATE_KEY, Options, SessionState
@@ -49,6 +50,9 @@ INI_OPTIONS = {
                                 "tuning and gating (true/false)", "false"),
     "autotune_ray": ("tune on every device of a Ray cluster: ray (the cluster Ray finds) or its address; off = "
                      "this machine's one device", "off"),
+    "autotune_max_configurations": ("most valid configurations a tune marker's search space may have; more is a "
+                                    "collection error, not a CI runner out of memory (about 20 bytes each)",
+                                    str(DEFAULT_MAX_CONFIGURATIONS)),
 }
 TRUE_WORDS, FALSE_WORDS = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 
@@ -168,7 +172,21 @@ def _validated_defaults(config: pytest.Config) -> dict[str, Any]:
         if not (low <= value < high) or (name == "alpha" and value == 0):
             raise pytest.UsageError(f"{where}={raw}: expected a number in [{low:g}, {high:g}), e.g. {example}")
         values[name] = value
+    values["max_configurations"] = _max_configurations(ini("autotune_max_configurations"))
     return values
+
+
+def _max_configurations(raw: Any) -> int:
+    """The ini option as a positive integer; ``50_000_000`` and ``5e7`` read as written."""
+    text = str(raw).strip().replace("_", "")
+    try:
+        value = float(text) if any(c in text for c in ".eE") else int(text)
+    except ValueError:
+        value = 0
+    if not (isinstance(value, int) or value.is_integer()) or value < 1:
+        raise pytest.UsageError(f"ini option autotune_max_configurations={raw}: expected a positive whole number "
+                                f"of configurations, e.g. {DEFAULT_MAX_CONFIGURATIONS:_}")
+    return int(value)
 
 
 def _compile_workers(config: pytest.Config) -> int:

@@ -161,7 +161,7 @@ def configurations_to_check(space: SearchSpace, sample: int = DEFAULT_SAMPLE, se
 def check_kernel(spec: KernelSpec, params: Mapping[str, Sequence[Any]], restrictions: Sequence[Any] | None,
                  archs: Sequence[int | str], *, constants: Mapping[str, Any] | None = None,
                  locked: Mapping[int, Sequence[Mapping[str, Any]]] | None = None, sample: int = DEFAULT_SAMPLE,
-                 seed: int = 0, name: str | None = None) -> CompileCheckReport:
+                 seed: int = 0, name: str | None = None, max_configurations: int | None = None) -> CompileCheckReport:
     """Compile ``spec``'s locked winners and valid configurations for every architecture in ``archs``.
 
     The space is built per architecture with that architecture's limits as
@@ -172,7 +172,8 @@ def check_kernel(spec: KernelSpec, params: Mapping[str, Sequence[Any]], restrict
     for arch in archs:
         cc = parse_arch(arch)
         limits = arch_limits(cc)
-        space = SearchSpace(dict(params), list(restrictions or []), {**limits, **(constants or {})})
+        space = SearchSpace(dict(params), list(restrictions or []), {**limits, **(constants or {})},
+                            max_configurations=max_configurations)
         report.space_sizes[cc] = len(space)
         todo = []
         for i, winner in enumerate((locked or {}).get(cc, [])):
@@ -285,7 +286,8 @@ def check_in_test(autotune: Any, spec: KernelSpec, label: str) -> dict[str, Any]
     except LockfileError as exc:
         pytest.fail(f"autotune: {exc}", pytrace=False)
     report = check_kernel(spec, settings.params, settings.restrictions, archs, constants=settings.constants,
-                          locked=locked, sample=sample, seed=settings.seed or 0, name=label)
+                          locked=locked, sample=sample, seed=settings.seed or 0, name=label,
+                          max_configurations=settings.max_configurations)
     failures = report.failures()
     chosen = next((c.params for c in report.checks if c.ok), {})
     counts = report.counts()

@@ -365,7 +365,8 @@ class Autotune:
         __tracebackhide__ = True
         s = self.settings
         try:
-            return build_space(s.params, s.restrictions, runner, s.constants)
+            return build_space(s.params, s.restrictions, runner, s.constants,
+                               max_configurations=s.max_configurations)
         except SearchSpaceError as exc:
             raise _failed(f"autotune: search space of {self.item.nodeid}::{label}: {exc}") from None
 

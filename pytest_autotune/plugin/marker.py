@@ -14,7 +14,7 @@ from ..engine.evaluator import Budget
 from ..errors import SpecError
 from ..measure.timing import MeasureOptions
 from ..runners.opencl_device import CONSTANT_NAMES as OPENCL_CONSTANTS
-from ..space import SearchSpace, SearchSpaceError, compile_restriction
+from ..space import SearchSpace, SearchSpaceError, SearchSpaceTooLarge, check_params, compile_restriction
 from ..space.callables import classify_callable, refused_restriction
 from ..strategies import StrategyError, validate_strategy_spec
 
@@ -51,6 +51,7 @@ class TuneSettings:
     seed: int | None = None
     constants: dict[str, Any] = field(default_factory=dict)
     measure: MeasureOptions = field(default_factory=MeasureOptions)
+    max_configurations: int | None = None  # ini autotune_max_configurations; None: the space package's default
 
 
 def _fail(arg: str, why: str) -> MarkerError:
@@ -121,11 +122,12 @@ def parse_marker(args: Sequence[Any], kwargs: Mapping[str, Any], defaults: Mappi
     if defaults.get("early_stop") is False:  # --autotune-no-early-stop / ini autotune_early_stop = false
         measure = measure.with_(early_stop=False)
 
-    _check_space(dict(params), list(restrictions), dict(constants))
+    max_configurations = defaults.get("max_configurations")
+    _check_space(dict(params), list(restrictions), dict(constants), max_configurations)
     return TuneSettings(params={k: list(v) for k, v in params.items()}, restrictions=list(restrictions),
                         strategy=strategy, budget=budget, budget_text=str(raw_budget), objective=objective,
                         tolerance=float(tolerance), alpha=float(alpha), seed=seed, constants=dict(constants),
-                        measure=measure)
+                        measure=measure, max_configurations=max_configurations)
 
 
 def _reads_constants(text: str, names: Mapping[str, Any]) -> bool:
@@ -134,8 +136,10 @@ def _reads_constants(text: str, names: Mapping[str, Any]) -> bool:
     return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(ast.parse(text.strip(), mode="eval")))
 
 
-def _check_space(params: dict, restrictions: list, constants: dict) -> None:
-    """Parameters and restrictions are well formed; the space is not empty when that is knowable now."""
+def _check_space(params: dict, restrictions: list, constants: dict, max_configurations: int | None = None) -> None:
+    """Parameters and restrictions are well formed; the space is not empty, nor too large, when that is
+    knowable now. Restrictions that read device limits leave both to run time: the space without them
+    would be the whole Cartesian product, which is no check and may not fit in memory."""
     try:
         for name, values in params.items():
             if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
@@ -152,9 +156,11 @@ def _check_space(params: dict, restrictions: list, constants: dict) -> None:
             else:
                 raise SearchSpaceError(refused_restriction(r))
         if not reads_device:
-            SearchSpace(params, restrictions, constants)
+            SearchSpace(params, restrictions, constants, max_configurations=max_configurations)
         else:  # still check parameter value lists
-            SearchSpace(params, [], constants)
+            check_params(params, constants)
+    except SearchSpaceTooLarge as exc:  # the values are too many for the restrictions given
+        raise _fail("params", str(exc)) from None
     except SearchSpaceError as exc:
         raise _fail("params" if "parameter" in str(exc) and "restriction" not in str(exc) else "restrictions",
                     str(exc)) from None

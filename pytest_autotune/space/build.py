@@ -43,7 +43,7 @@ MAX_ROWS = 1 << 31
 # 10 parameters, and construction peaks at about that (keys sorted in place, indices filled in place),
 # so 50 million rows stay under ~1 GB with room for the interpreter, the test and the engine's queries.
 DEFAULT_MAX_CONFIGURATIONS = 50_000_000
-LIMIT_HINT = "max_configurations=, in pytest the ini option autotune_max_configurations"
+LIMIT_HINT = "the ini option autotune_max_configurations; SearchSpace(max_configurations=...) outside pytest"
 
 
 class SearchSpaceTooLarge(SearchSpaceError):
@@ -82,7 +82,7 @@ def too_large(head: str, size: int, limit: int) -> SearchSpaceTooLarge:
 
 def _bytes_hint(size: int) -> str:
     gib = size * 24 / 2**30  # 8-byte key + ~10 one-byte indices + construction scratch, per configuration
-    return f"{gib:,.1f} GiB" if gib >= 1 else f"{gib * 1024:.0f} MiB"
+    return f"{gib:,.1f} GiB" if gib >= 1 else f"{max(1.0, gib * 1024):.0f} MiB"
 
 
 def _check_rows(n: int, what: str) -> None:
@@ -165,8 +165,10 @@ def _binding_order(component: list[str], restrictions: list[Restriction], sizes:
     return order
 
 
-def _partial_refusal(bound: list[str], size: int, limit: int, at_least: bool) -> SearchSpaceTooLarge:
-    count = f"more than {limit:,}" if at_least else f"{size:,}"
+def _partial_refusal(bound: list[str], size: int, limit: int, at_least: bool, last: bool) -> SearchSpaceTooLarge:
+    count = f"more than {size:,}" if at_least else f"{size:,}"
+    if last:  # every parameter of the group is bound, every restriction applied: these are valid configurations
+        return too_large(f"the search space has {count} valid configurations", size, limit)
     return too_large(f"building the search space would hold {count} partial configurations of "
                      f"{', '.join(bound)} before the restrictions that involve other parameters prune them",
                      size, limit)
@@ -194,7 +196,7 @@ def _build_component(order: list[str], candidates: Mapping[str, np.ndarray], tab
         if not completing:
             _check_rows(n * m, f"binding {p!r} before any restriction applies")
             if n * m > limit:
-                raise _partial_refusal(bound, n * m, limit, at_least=False)
+                raise _partial_refusal(bound, n * m, limit, at_least=False, last=len(bound) == len(order))
             new = {q: np.repeat(c, m) for q, c in cols.items()}
             new[p] = np.tile(cand, n)
             survivors = n * m
@@ -217,7 +219,7 @@ def _build_component(order: list[str], candidates: Mapping[str, np.ndarray], tab
                 hits = np.flatnonzero(mask)  # much cheaper than a 2-D nonzero
                 survivors += len(hits)
                 if survivors > limit:
-                    raise _partial_refusal(bound, survivors, limit, at_least=True)
+                    raise _partial_refusal(bound, survivors, limit, at_least=stop < n, last=len(bound) == len(order))
                 par = hits // m
                 pieces[p].append(cand[hits - par * m])
                 par += start

@@ -17,6 +17,9 @@ from .expressions import Restriction, compile_restriction
 RestrictionLike = Union[str, Callable[..., Any]]
 Config = Union[Mapping[str, Any], Sequence[Any]]
 NEIGHBOUR_METHODS = ("strictly-adjacent", "adjacent", "hamming", "index-distance")
+# find() answers from a dict of value tuples up to this many rows (~250 bytes a row); beyond, by binary
+# search of the keys (a few microseconds a call), so a large space never grows a dict many times its size
+TUPLE_INDEX_ROWS = 1 << 20
 
 
 def _value_table(name: str, values: Sequence[Any]) -> np.ndarray:
@@ -69,6 +72,16 @@ def _is_numeric(table: np.ndarray) -> bool:
 
 def _index_dtype(max_size: int) -> np.dtype:
     return index_dtype(max_size)
+
+
+def check_params(params: Mapping[str, Sequence[Any]], constants: Mapping[str, Any] | None = None) -> None:
+    """Raise :class:`SearchSpaceError` for bad parameters or constants, without enumerating anything.
+
+    For checks that cannot apply the restrictions yet (they read device
+    limits): building the unrestricted space instead would enumerate the
+    whole Cartesian product.
+    """
+    SearchSpace.__new__(SearchSpace)._init_params(params, constants)
 
 
 class SearchSpace:
@@ -398,6 +411,8 @@ class SearchSpace:
 
     def find(self, config: Config) -> int:
         """Row of a configuration (dict or tuple of values), -1 when it is not valid."""
+        if self._row_of_tuple is None and len(self) > TUPLE_INDEX_ROWS:
+            return self._find_by_key(config)
         if type(config) is dict:  # the hot path: one C-level gather and one hash lookup
             try:
                 return (self._row_of_tuple or self._tuple_index()).get(self._values_of(config), -1)
@@ -416,6 +431,18 @@ class SearchSpace:
         try:
             v = self.value_indices(config)
         except SearchSpaceError:
+            return -1
+        return self.find_indices(v)
+
+    def _find_by_key(self, config: Config) -> int:
+        """:meth:`find` without the tuple dict: value indices, then a binary search of the sorted keys."""
+        if isinstance(config, Mapping):
+            if any(n not in config for n in self.names):
+                return -1
+            config = tuple(config[n] for n in self.names)
+        try:
+            v = self.value_indices(config)
+        except (SearchSpaceError, TypeError):
             return -1
         return self.find_indices(v)
 
