@@ -24,6 +24,18 @@ Run from the repository root::
 Figures go to ``benchmarks/results/bench_searchspace.json`` (``--json``). The
 definition files are read from ``../shared/data/spaces`` (``--spaces`` or
 ``AUTOTUNE_SPACES``).
+
+``--memory`` measures instead the peak resident memory (RSS) and time of one
+construction per process, each in a fresh subprocess under an address-space
+cap and a timeout (``--cap-gib``, ``--cap-seconds``), for the large spaces and
+the 4e8-before-restrictions spaces of issue 36 (ours, Kernel Tuner, pyATF, and
+``--before DIR``: an older checkout of the package, e.g. from ``git archive``).
+A builder beyond a cap is reported as such ("MemoryError", "> 120 s"), never
+waited for; ours refusing a space beyond ``max_configurations`` is reported as
+"refused". Figures go to ``benchmarks/results/bench_searchspace_memory.json``::
+
+    python benchmarks/bench_searchspace.py --memory               # ~10-15 minutes on 2 cores
+    python benchmarks/bench_searchspace.py --memory --before /tmp/main_checkout
 """
 from __future__ import annotations
 
@@ -114,6 +126,21 @@ def synthetic_atf() -> tuple[dict, list[str]]:
         "(tm_l + tn_l) * tk * 4 <= 4096",
     ]
     return params, restrictions
+
+
+def big_4e8(restrictions: list[str]) -> Callable[[], tuple[dict, list[str]]]:
+    """Issue 36's large space: 4 parameters of 100 values and two binary ones, 4e8 before the restrictions."""
+    values = list(range(1, 101))
+    return lambda: ({"A": values, "B": values, "C": values, "D": values, "E": [0, 1], "F": [0, 1]}, restrictions)
+
+
+# 4e8 spaces (issue 36, finding 6): one that fits the default limit (37.9 million valid, a group of
+# five parameters) and one beyond it (113 million valid, two independent pairs and two free parameters)
+BIG_SPACES = {
+    "big4e8_38M": big_4e8(["A*B*C <= 4000 + 40*D", "E <= F or A < D"]),
+    "big4e8_113M": big_4e8(["A*B <= 1024", "C+D < 150"]),
+}
+MEMORY_SPACES = ("gemm_milo", "hotspot_22M", "synthetic_atf", *BIG_SPACES)
 
 
 def all_spaces(spaces: Path) -> dict[str, Callable[[], tuple[dict, list[str]]]]:
@@ -457,6 +484,163 @@ def bench_space(name: str, params: dict, restrictions: list[str], args) -> dict[
     return out
 
 
+# -- peak memory, one construction per fresh process -----------------------------------------------
+
+def _rss_bytes() -> int:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kilobytes on Linux
+
+
+def memory_child(job: dict[str, Any]) -> dict[str, Any]:
+    """Build one space with one builder in this (fresh) process; time and peak RSS of the process."""
+    if job["builder"] == "before":  # an older checkout of the package first on the path
+        sys.path.insert(0, job["source"])
+        for mod in [m for m in sys.modules if m.startswith("pytest_autotune")]:
+            del sys.modules[mod]
+    params, restrictions = all_spaces(Path(job["spaces"])).get(job["space"], BIG_SPACES.get(job["space"]))()
+    builder = job["builder"]
+    if builder in ("ours", "before"):
+        from pytest_autotune.space import SearchSpace as Ours
+
+        kwargs = {"max_configurations": job["limit"]} if job.get("limit") else {}
+        build = lambda: Ours(params, restrictions, **kwargs)  # noqa: E731
+        size = len
+    elif builder == "kernel_tuner":
+        kt_build({"x": [1, 2]}, ["x > 1"])  # its imports, before the baseline
+        build, size = lambda: kt_build(params, restrictions), lambda s: len(s.list)  # noqa: E731
+    else:
+        tps = pyatf_parameters(params, restrictions, job["order"])
+        import pyatf.search_space  # noqa: F401 - its imports, before the baseline
+        build, size = lambda: pyatf_build(tps), lambda s: int(s.constrained_size)  # noqa: E731
+    baseline = _rss_bytes()
+    start = time.perf_counter()
+    try:
+        built = build()
+    except MemoryError:
+        return {"outcome": "MemoryError", "seconds": time.perf_counter() - start, "rss_bytes": _rss_bytes(),
+                "baseline_rss_bytes": baseline}
+    except Exception as exc:  # noqa: BLE001 - ours refusing a space beyond the limit, reported as such
+        if type(exc).__name__ == "SearchSpaceTooLarge":
+            return {"outcome": "refused", "seconds": time.perf_counter() - start, "rss_bytes": _rss_bytes(),
+                    "baseline_rss_bytes": baseline, "message": str(exc)}
+        if "Unable to allocate" in str(exc) or "MemoryError" in type(exc).__name__:
+            return {"outcome": "MemoryError", "seconds": time.perf_counter() - start, "rss_bytes": _rss_bytes(),
+                    "baseline_rss_bytes": baseline, "message": str(exc)[:300]}
+        raise
+    seconds = time.perf_counter() - start
+    return {"outcome": "built", "seconds": seconds, "rss_bytes": _rss_bytes(), "baseline_rss_bytes": baseline,
+            "valid": size(built)}
+
+
+def run_memory_job(job: dict[str, Any], cap_bytes: int, cap_seconds: float) -> dict[str, Any]:
+    """:func:`memory_child` in a fresh interpreter under an address-space cap and a timeout."""
+    import resource
+    import subprocess
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (cap_bytes, cap_bytes))
+
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--memory-child", json.dumps(job)]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=cap_seconds, preexec_fn=limit, env=env)
+    except subprocess.TimeoutExpired:
+        return {"outcome": "timeout", "seconds": cap_seconds}
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode == 0 and lines:
+        return json.loads(lines[-1])
+    tail = (done.stderr or done.stdout)[-400:]
+    outcome = "MemoryError" if "MemoryError" in tail or "Unable to allocate" in tail or done.returncode < 0 \
+        else "error"
+    return {"outcome": outcome, "returncode": done.returncode, "message": tail}
+
+
+def _cell(r: dict[str, Any] | None, cap_seconds: float) -> tuple[str, str]:
+    """(RSS, time) cells of one measurement."""
+    if r is None:
+        return "-", "-"
+    if r["outcome"] == "timeout":
+        return f"> {cap_seconds:.0f} s", f"> {cap_seconds:.0f} s"
+    if r["outcome"] == "MemoryError":
+        return "MemoryError", fmt_time(r.get("seconds"))
+    if r["outcome"] == "error":
+        return "error", "-"
+    note = " (refused)" if r["outcome"] == "refused" else ""
+    return fmt_bytes(r["rss_bytes"]) + note, fmt_time(r["seconds"])
+
+
+def memory_benchmark(args) -> int:
+    spaces = all_spaces(args.spaces)
+    names = args.only or list(MEMORY_SPACES)
+    cap_bytes = int(args.cap_gib * 2**30)
+    builders = ["ours"] + (["before"] if args.before else []) + ([] if args.no_kt else ["kernel_tuner"]) + \
+        ([] if args.no_pyatf else ["pyatf"])
+    results = []
+    for name in names:
+        params, restrictions = (spaces.get(name) or BIG_SPACES[name])()
+        cartesian = prod(len(v) for v in params.values())
+        print(f"\n=== {name}: {len(params)} parameters, {len(restrictions)} restrictions, "
+              f"Cartesian {cartesian:,}", flush=True)
+        entry: dict[str, Any] = {"name": name, "cartesian": cartesian, "restrictions": restrictions}
+        base = {"space": name, "spaces": str(args.spaces)}
+        for builder in builders:
+            job = dict(base, builder=builder)
+            if builder == "before":
+                job["source"] = str(args.before)
+            if builder == "pyatf":  # the order with the least constraint evaluations (our engine finds it)
+                job["order"] = least_work_order(params, restrictions, restriction_names(params, restrictions))
+            entry[builder] = run_memory_job(job, cap_bytes, args.cap_seconds)
+            print(f"  {builder}: {entry[builder]}"[:300], flush=True)
+            if builder == "ours" and entry[builder]["outcome"] == "refused":  # and with the limit raised
+                entry["ours_raised_limit"] = run_memory_job(dict(job, limit=10**9), cap_bytes, args.cap_seconds)
+                print(f"  ours, limit raised: {entry['ours_raised_limit']}"[:300], flush=True)
+        valid = next((entry[b]["valid"] for b in ("ours", "ours_raised_limit", "before", "kernel_tuner", "pyatf")
+                      if b in entry and entry[b].get("valid") is not None), None)
+        entry["valid"] = valid
+        results.append(entry)
+
+    rows = []
+    for e in results:
+        ours = e["ours"]
+        raised = e.get("ours_raised_limit")
+        row = [e["name"], f"{e['cartesian']:,}", f"{e['valid']:,}" if e["valid"] is not None else "?"]
+        row += list(_cell(ours, args.cap_seconds)) + list(_cell(raised, args.cap_seconds))
+        for b in builders[1:]:
+            row += list(_cell(e.get(b), args.cap_seconds))
+        for b in builders[1:]:  # ratios: the other's peak RSS over ours (ours with the limit raised if refused)
+            mine, other = raised or ours, e.get(b)
+            ok = mine.get("outcome") == "built" and other and other.get("outcome") == "built"
+            row.append(fmt_ratio(other["rss_bytes"] / mine["rss_bytes"]) if ok else
+                       (f"> {fmt_ratio(cap_bytes / mine['rss_bytes'])}" if other and mine.get("outcome") == "built"
+                        and other.get("outcome") in ("MemoryError", "timeout") else "-"))
+        for b in builders[1:]:  # and their time over ours
+            mine, other = raised or ours, e.get(b)
+            ok = mine.get("outcome") == "built" and other and other.get("outcome") == "built"
+            row.append(fmt_ratio(other["seconds"] / mine["seconds"]) if ok else
+                       (f"> {fmt_ratio(args.cap_seconds / mine['seconds'])}" if other and mine.get("outcome") == "built"
+                        and other.get("outcome") == "timeout" else "-"))
+        rows.append(row)
+    labels = {"before": "before", "kernel_tuner": "KT", "pyatf": "pyATF"}
+    header = ["space", "Cartesian", "valid", "RSS ours", "time ours", "RSS ours, limit 1e9", "time"]
+    for b in builders[1:]:
+        header += [f"RSS {labels[b]}", f"time {labels[b]}"]
+    header += [f"RSS {labels[b]}/ours" for b in builders[1:]] + [f"time {labels[b]}/ours" for b in builders[1:]]
+    print()
+    print_table(rows, header, title=f"Peak RSS of the whole process (interpreter and imports included) and time of "
+                                    f"one construction, each in a fresh process capped at {args.cap_gib:g} GiB of "
+                                    f"address space and {args.cap_seconds:.0f} s")
+    payload = {"benchmark": "searchspace_memory",
+               "environment": environment(["numpy", "kernel_tuner", "pyatf", "python-constraint2", "pytest-autotune"]),
+               "settings": {"cap_gib": args.cap_gib, "cap_seconds": args.cap_seconds, "before": str(args.before or ""),
+                            "max_threads": MAX_THREADS},
+               "load_average_at_start": os.getloadavg() if hasattr(os, "getloadavg") else None,
+               "spaces": results}
+    path = write_json(args.memory_json, payload)
+    print(f"\nwrote {path}")
+    return 0
+
+
 # -- report -------------------------------------------------------------------------------------
 
 def ratio(a: float | None, b: float | None) -> float | None:
@@ -541,7 +725,20 @@ def main(argv: list[str] | None = None) -> int:
                         help="time up to this many of the orders with the least predicted work (within 1.5x of it)")
     parser.add_argument("--pyatf-max-work", type=float, default=2e7,
                         help="skip pyATF orders predicted to need more constraint evaluations than this")
+    parser.add_argument("--memory", action="store_true",
+                        help="peak RSS and time of one construction per fresh process (see the module docstring)")
+    parser.add_argument("--memory-json", type=Path, default=HERE / "results" / "bench_searchspace_memory.json")
+    parser.add_argument("--cap-gib", type=float, default=6.0, help="--memory: address-space cap of each process")
+    parser.add_argument("--cap-seconds", type=float, default=120.0, help="--memory: time cap of each process")
+    parser.add_argument("--before", type=Path, default=None,
+                        help="--memory: also measure the package found in this directory (an older checkout)")
+    parser.add_argument("--memory-child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.memory_child:
+        print(json.dumps(memory_child(json.loads(args.memory_child))))
+        return 0
+    if args.memory:
+        return memory_benchmark(args)
     if args.quick:
         args.repeat, args.rows, args.pyatf_orders = 1, 50, 1
         args.only = args.only or ["gemm_milo", "hotspot_milo", "convolution_milo"]
