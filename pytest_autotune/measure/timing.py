@@ -27,6 +27,13 @@ configuration should agree closely, at a cost a search can afford):
   :data:`EARLY_STOP_RUNS` timed runs are all slower than
   :data:`EARLY_STOP_FACTOR` times the best objective so far stops being
   timed (:class:`EarlyStop`; k=4, c=2, the evidence is at :data:`EARLY_STOP_FACTOR`).
+* ``output_cap=16384``: an isolated worker forwards at most 8 KiB from the
+  start and 8 KiB from the end of what the kernel prints during one
+  evaluation (the rest is counted): enough for a compiler's or a runtime's
+  error, while a kernel printing 40 MB per call once made a 1.68 GB log.
+* ``worker_memory="auto"``: an isolated worker that holds more than half of
+  the machine's memory (shared among pytest-xdist workers) is stopped and
+  its configuration fails as ``resources`` (:mod:`.bounds`).
 """
 from __future__ import annotations
 
@@ -36,6 +43,8 @@ from time import perf_counter
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
+
+from .bounds import check_memory_limit, parse_size
 
 OBJECTIVES = ("median", "min", "mean")
 
@@ -53,6 +62,8 @@ class MeasureOptions:
     watchdog_s: float = 10.0  # a launch without progress for this long is a TIMEOUT
     compile_timeout_s: float = 300.0  # same, while compiling
     early_stop: bool = True  # a search may stop timing a hopeless configuration (see EarlyStop)
+    output_cap: int = 16384  # bytes of a worker's output kept per evaluation (half head, half tail)
+    worker_memory: str | int | None = "auto"  # an isolated worker's memory limit (see measure/bounds.py)
 
     def __post_init__(self) -> None:
         if self.warmup < 0:
@@ -67,6 +78,14 @@ class MeasureOptions:
             raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
         if self.watchdog_s <= 0 or self.compile_timeout_s <= 0:
             raise ValueError("watchdog_s and compile_timeout_s must be positive")
+        try:
+            object.__setattr__(self, "output_cap", parse_size(self.output_cap))  # "64KiB" from a marker
+        except ValueError as exc:
+            raise ValueError(f"output_cap: {exc}") from None
+        try:
+            check_memory_limit(self.worker_memory)
+        except ValueError as exc:
+            raise ValueError(f"worker_memory: {exc}") from None
 
     @classmethod
     def coerce(cls, value: "MeasureOptions | Mapping[str, Any] | None") -> "MeasureOptions":

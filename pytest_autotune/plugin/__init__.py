@@ -17,6 +17,7 @@ import pytest
 from . import hookspec
 from .compile_check import DEFAULT_SAMPLE, parse_arch_list, positive_sample
 from ..engine.evaluator import Budget
+from ..measure.bounds import check_memory_limit, parse_size
 from .fixture import CALLS_KEY, Autotune
 from .marker import MarkerError, TuneSettings, parse_marker
 from ..runners.compile_pool import parse_compile_workers
@@ -53,6 +54,11 @@ INI_OPTIONS = {
     "autotune_max_configurations": ("most valid configurations a tune marker's search space may have; more is a "
                                     "collection error, not a CI runner out of memory (about 20 bytes each)",
                                     str(DEFAULT_MAX_CONFIGURATIONS)),
+    "autotune_output_cap": ("what an isolated kernel prints per configuration is kept up to this size (half from "
+                            "the start, half from the end; the rest is counted), e.g. 16KiB", "16KiB"),
+    "autotune_worker_memory": ("memory an isolated kernel's worker process may hold before its configuration fails "
+                               "as resources: a size (4GiB), a share of the machine (25%), auto (half the "
+                               "machine's memory, shared among pytest-xdist workers) or none", "auto"),
 }
 TRUE_WORDS, FALSE_WORDS = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 
@@ -173,6 +179,17 @@ def _validated_defaults(config: pytest.Config) -> dict[str, Any]:
             raise pytest.UsageError(f"{where}={raw}: expected a number in [{low:g}, {high:g}), e.g. {example}")
         values[name] = value
     values["max_configurations"] = _max_configurations(ini("autotune_max_configurations"))
+    raw = config.getini("autotune_output_cap")
+    try:
+        values["output_cap"] = parse_size(str(raw).strip())
+    except ValueError as exc:
+        raise pytest.UsageError(f"ini option autotune_output_cap={raw}: {exc}") from None
+    raw = str(config.getini("autotune_worker_memory")).strip()
+    try:
+        check_memory_limit(raw)
+    except ValueError as exc:
+        raise pytest.UsageError(f"ini option autotune_worker_memory={raw}: {exc}") from None
+    values["worker_memory"] = raw
     return values
 
 

@@ -115,8 +115,14 @@ def parse_marker(args: Sequence[Any], kwargs: Mapping[str, Any], defaults: Mappi
     seed = kwargs.get("seed", defaults.get("seed"))
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
         raise _fail("seed", f"{seed!r} must be an integer or None")
+    given = kwargs.get("measure")
+    # the ini options' worker bounds, unless the marker sets its own
+    bounds = {name: defaults[name] for name in ("output_cap", "worker_memory")
+              if name in defaults and not (isinstance(given, Mapping) and name in given)}
     try:
-        measure = MeasureOptions.coerce(kwargs.get("measure"))
+        measure = MeasureOptions.coerce(given)
+        if bounds and not isinstance(given, MeasureOptions):
+            measure = measure.with_(**bounds)
     except (ValueError, TypeError) as exc:
         raise _fail("measure", str(exc)) from None
     if defaults.get("early_stop") is False:  # --autotune-no-early-stop / ini autotune_early_stop = false

@@ -27,7 +27,7 @@ class Options:
     report: Path | None
     plots: Path | None
     devices: list[str]
-    defaults: dict[str, Any]  # marker defaults: strategy, budget, tolerance, alpha, seed
+    defaults: dict[str, Any]  # marker defaults: strategy, budget, tolerance, alpha, seed, worker bounds
     verbosity: int = 0
     is_worker: bool = False
     incomparable: str = "warn"  # warn (pass, loudly) | skip | fail

@@ -14,7 +14,8 @@ shared heartbeat file, both passed as file descriptors. It is not a
 caller's ``__main__`` file, which re-runs a plain script that has no
 ``if __name__ == "__main__"`` guard (the manual's docs/how-to/without-pytest.md).
 It starts in its own session, so Ctrl-C at the terminal reaches only the
-caller, and its stderr is the caller's (compiler crashes stay visible). It
+caller, and what it prints goes to the caller's stderr, capped per
+evaluation (compiler crashes stay visible; :mod:`.worker_bounds`). It
 applies the caller's current environment, working directory and
 ``sys.path`` before anything else (``CUDA_VISIBLE_DEVICES`` per xdist
 worker, test modules imported from temporary directories). A (re)start
@@ -37,7 +38,14 @@ defined in the running script cannot be sent to it (see
   while compiling) with the signal name in ``detail``; a worker whose
   executor reports a poisoned context is restarted proactively.
 * Workers are closed by :meth:`HostedRunner.close`, at interpreter exit, and
-  exit by themselves when the parent's end of the pipe closes.
+  exit by themselves when the parent's end of the pipe closes. Whenever a
+  worker ends, its whole process group goes with it: a candidate's forked
+  children never outlive it.
+* Bounds (:mod:`.worker_bounds`): the output of one evaluation is kept up to
+  ``output_cap`` bytes, head and tail, and forwarded to the caller's stderr
+  (and into the ``detail`` of a failed configuration); a worker holding more
+  than ``worker_memory`` is stopped and its configuration fails as
+  RESOURCES. Neither applies with ``isolate=False``: there is no worker.
 """
 from __future__ import annotations
 
@@ -55,11 +63,12 @@ import weakref
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from time import monotonic, perf_counter
+from time import monotonic, perf_counter, sleep
 from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
+from ..measure.bounds import format_size, memory_limit_bytes
 from ..measure.timing import EarlyStop, MeasureOptions
 from ..results import FailureKind, Measurement
 from .device import DeviceInfo
@@ -68,6 +77,7 @@ from ..measure.verify import verify_outputs
 from .compile_pool import CompiledArtefact, CompilePool, CompileStage
 from .executor import SLOW_PHASES, Executor
 from .worker import HeartbeatBoard
+from .worker_bounds import OutputTap, kill_group, resident_bytes
 
 _POLL_SLICE_S = 0.05
 _WORKER_MODULE = "pytest_autotune.runners.worker"
@@ -115,15 +125,16 @@ def _describe_exit(code: int | None) -> str:
 
 
 class _WorkerProcess:
-    """One started worker: its process, its end of the connection, its heartbeat board."""
+    """One started worker: its process, its end of the connection, its heartbeat board, its output tap."""
 
-    def __init__(self) -> None:
+    def __init__(self, output_cap: int = MeasureOptions.output_cap) -> None:
         if os.name != "posix":
             raise BackendUnavailable("isolated workers need a POSIX system; use isolate=False")
         if not sys.executable:
             raise BackendUnavailable("cannot start an isolated worker: sys.executable is unknown; use isolate=False")
         board, board_fd = HeartbeatBoard.create()
         ours = theirs = None
+        out_read, out_write = os.pipe()  # the worker's stdout and stderr, in the order written
         try:
             ours, theirs = socket.socketpair()
             env = dict(os.environ)
@@ -135,29 +146,63 @@ class _WorkerProcess:
                 pass_fds=(theirs.fileno(), board_fd),
                 env=env,
                 stdin=subprocess.DEVNULL,
-                start_new_session=True,  # Ctrl-C at the terminal is the caller's to handle
+                stdout=out_write,
+                stderr=out_write,
+                # Ctrl-C at the terminal is the caller's to handle; and the worker leads a process group
+                # that holds whatever its candidates fork, for kill_group
+                start_new_session=True,
             )
         except BaseException:
             if ours is not None:
                 ours.close()
             board.close()
+            os.close(out_read)
             raise
         finally:
             if theirs is not None:
                 theirs.close()  # the worker holds its own copy: its exit is our end of file
             os.close(board_fd)
+            os.close(out_write)
         self.conn = Connection(ours.detach())
         self.board = board
+        self.output = OutputTap(out_read, output_cap)
+        self.last_output = ""  # what it wrote last, kept by reap once the tap is closed
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        """Whether it runs; never reaps it (see :meth:`exited`)."""
+        return self.proc.returncode is None and not self.exited(0)
 
     def kill(self) -> None:
-        if self.alive():
-            self.proc.kill()
+        """SIGKILL the worker and everything in its process group."""
+        if self.proc.returncode is None:  # not reaped: its pid is still the group's, never another's
+            kill_group(self.proc.pid)
+
+    def exited(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` for the worker to exit without reaping it: while it is a zombie its pid
+        names its process group and no other process, so the group can still be killed safely."""
+        if not hasattr(os, "waitid"):  # pragma: no cover - POSIX systems without it: reaps, then no group kill
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                return False
+            return True
+        deadline = monotonic() + timeout
+        while True:
+            try:
+                if os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                    return True
+            except ChildProcessError:  # reaped already
+                return True
+            if monotonic() >= deadline:
+                return False
+            sleep(0.005)
 
     def reap(self) -> int | None:
-        """Wait for the (finishing or killed) process, release the handles; returns the exit code."""
+        """Wait for the (finishing or killed) process, kill what is left of its process group (a
+        candidate's forked children), release the handles; returns the exit code."""
+        if not self.exited(10):  # pragma: no cover - it was told to stop or killed
+            self.kill()
+        self.kill()  # whatever the candidates forked ends with the worker
         try:
             code = self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:  # pragma: no cover - kill is not refused on Linux
@@ -165,6 +210,7 @@ class _WorkerProcess:
             code = self.proc.wait(timeout=10)
         self.conn.close()
         self.board.close()
+        self.last_output = self.output.close()
         return code
 
 
@@ -179,6 +225,8 @@ class IsolatedExecutor:
         self._worker: _WorkerProcess | None = None
         self._info: tuple[DeviceInfo, dict[str, Any]] | None = None
         self._closed = False
+        self._output = ""  # what a worker that ended wrote last, not yet forwarded
+        self.memory_limit = memory_limit_bytes(measure.worker_memory)  # bytes; None: no limit
         _live.add(self)
 
     # -- life cycle ------------------------------------------------------------
@@ -195,7 +243,7 @@ class IsolatedExecutor:
         if self._closed:
             raise RuntimeError("runner is closed")
         t = perf_counter()
-        self._worker = worker = _WorkerProcess()
+        self._worker = worker = _WorkerProcess(self.measure.output_cap)
         self.starts += 1
         try:
             worker.conn.send(("setup", dict(os.environ), os.getcwd(), list(sys.path)))
@@ -204,19 +252,25 @@ class IsolatedExecutor:
             pass
         if not worker.conn.poll(self.start_timeout_s):
             self._kill()
+            self._forward(self._take_output())
             raise BackendUnavailable(f"isolated worker did not start within {self.start_timeout_s:g} s")
         try:
             message = worker.conn.recv()
         except (EOFError, OSError):
             code = self._reap()
-            raise BackendUnavailable(f"isolated worker failed to start: {_describe_exit(code)}") from None
+            said = self._take_output()
+            self._forward(said)
+            raise BackendUnavailable(f"isolated worker failed to start: {_describe_exit(code)}"
+                                     + (f"\n{said}" if said else "")) from None
         if message[0] == "init_error":
             self._reap()
+            self._forward(self._take_output())
             exc, text = message[1], message[2]
             if isinstance(exc, (SpecError, BackendUnavailable)):
                 raise exc
             raise BackendUnavailable(f"runner failed to initialise in the worker process:\n{text}") from None
         self._info = (message[1], message[2])
+        self._forward(self._take_output())  # what the runtime said while starting (a driver's warning)
         return perf_counter() - t
 
     def _kill(self) -> None:
@@ -227,7 +281,25 @@ class IsolatedExecutor:
     def _reap(self) -> int | None:
         """Wait for a finished worker and drop its handles; returns the exit code."""
         worker, self._worker = self._worker, None
-        return worker.reap() if worker is not None else None
+        if worker is None:
+            return None
+        code = worker.reap()
+        self._output += worker.last_output
+        return code
+
+    def _take_output(self) -> str:
+        """What the worker (and one that just ended) wrote since the last take, capped."""
+        text, self._output = self._output, ""
+        if self._worker is not None:
+            text += self._worker.output.take()
+        return text
+
+    @staticmethod
+    def _forward(text: str) -> None:
+        """Show a worker's output where it went before it was capped: the caller's stderr."""
+        if text:
+            sys.stderr.write(text if text.endswith("\n") else text + "\n")
+            sys.stderr.flush()
 
     def close(self) -> None:
         if self._closed:
@@ -240,16 +312,17 @@ class IsolatedExecutor:
         try:
             if worker.alive():
                 worker.conn.send(("close",))
-                worker.proc.wait(timeout=5)
-        except (OSError, ValueError, subprocess.TimeoutExpired):
+                worker.exited(5)
+        except (OSError, ValueError):
             pass
-        if worker.alive():
+        if not worker.exited(0):
             worker.proc.terminate()
-            try:
-                worker.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
-        self._kill()
+            worker.exited(5)
+        self._kill()  # the rest of its process group too
+        try:
+            self._forward(self._take_output())
+        except (OSError, ValueError):  # at interpreter exit stderr may be gone
+            pass
 
     def __del__(self) -> None:  # best effort; atexit covers interpreter shutdown
         try:
@@ -292,6 +365,8 @@ class IsolatedExecutor:
         except BaseException:
             self._kill()  # interrupted mid-evaluation: never leave a busy worker behind
             raise
+        said = self._take_output()
+        self._forward(said)
         kind = outcome[0]
         if kind == "result":
             measurement: Measurement = outcome[1]
@@ -304,6 +379,8 @@ class IsolatedExecutor:
             raise RuntimeError(f"runner failed in the worker process:\n{outcome[2]}")
         else:
             measurement = Measurement.failed(params, outcome[1], outcome[2])
+        if said and measurement.failure is not None:
+            measurement.detail = f"{measurement.detail}\n\nkernel output (stdout and stderr):\n{said}".lstrip()
         measurement.timings["wall_s"] = perf_counter() - start
         if start_s:
             measurement.timings["worker_start_s"] = start_s
@@ -321,6 +398,10 @@ class IsolatedExecutor:
         conn, board = worker.conn, worker.board
         last_beat, last_change = board.beats, monotonic()
         while True:
+            over = self._over_memory(worker)
+            if over:
+                self._kill()
+                return ("failed", FailureKind.RESOURCES, over)
             phase = board.phase
             limit = self.measure.compile_timeout_s if phase in SLOW_PHASES else self.measure.watchdog_s
             remaining = last_change + limit - monotonic()
@@ -349,6 +430,17 @@ class IsolatedExecutor:
                 last_beat, last_change = beat, monotonic()
             if not worker.alive() and not conn.poll(0):
                 return self._crashed()
+
+    def _over_memory(self, worker: _WorkerProcess) -> str:
+        """Why the worker must stop for the memory it holds (with its children), or ''."""
+        if self.memory_limit is None:
+            return ""
+        used = resident_bytes(worker.proc.pid)
+        if used is None or used <= self.memory_limit:
+            return ""
+        return (f"the worker process held {format_size(used)} of memory, over its limit of "
+                f"{format_size(self.memory_limit)} (worker_memory={self.measure.worker_memory!r}; set the ini "
+                "option autotune_worker_memory or measure={'worker_memory': ...}); worker killed and restarted")
 
     def _crashed(self) -> tuple[Any, ...]:
         assert self._worker is not None

@@ -21,6 +21,12 @@ Protocol on ``CONN_FD`` (a :class:`multiprocessing.connection.Connection`):
 
 ``HEARTBEAT_FD`` is a 16-byte shared file (:class:`HeartbeatBoard`) the
 watchdog in the parent reads while an evaluation runs.
+
+Stdout and stderr are one pipe the parent drains and caps per evaluation
+(:mod:`.worker_bounds`); the worker flushes both, C's stdio included,
+before each answer, so an evaluation's output arrives before its result.
+The worker leads its own process group: when the parent goes away without
+closing it, it kills the group (its candidates' forked children) on exit.
 """
 from __future__ import annotations
 
@@ -138,43 +144,71 @@ def _evaluate(executor: Any, conn: Connection, params: Any, keep_outputs: bool, 
         executor.timing_window = contextlib.nullcontext
 
 
-def serve(conn: Connection, board: HeartbeatBoard) -> None:
-    """Build the executor from the recipe, then evaluate until told to stop."""
+def _c_stdio() -> Any:
+    """The C library's ``fflush``, with C's stdout made line-buffered (as on a terminal, so that what a kernel
+    printed before it crashed reaches the pipe); None where there is no such C library."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.setvbuf(ctypes.c_void_p.in_dll(libc, "stdout"), None, 1, 0)  # 1: _IOLBF
+        return libc.fflush
+    except (OSError, AttributeError, ValueError):  # pragma: no cover - not glibc/musl/macOS libc
+        return None
+
+
+def _flush(fflush: Any) -> None:
+    """Everything printed so far into the pipe: Python's buffers and C's."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    if fflush is not None:
+        fflush(None)
+
+
+def serve(conn: Connection, board: HeartbeatBoard) -> bool:
+    """Build the executor from the recipe, then evaluate until told to stop; True when the parent went
+    away instead."""
+    fflush = _c_stdio()
     try:
         _apply_setup(conn.recv())
         recipe = conn.recv()
     except (EOFError, OSError):
-        return  # parent went away before the start finished
+        return True  # parent went away before the start finished
     except BaseException as exc:  # the recipe names something this process cannot import
         conn.send(("init_error", _safe_exception(exc), traceback.format_exc()))
-        return
+        return False
     try:
         executor = recipe.build()
         executor.heartbeat = board.beat
+        _flush(fflush)
         conn.send(("ready", executor.device(), executor.constants()))
     except BaseException as exc:  # report, then exit: the parent raises
+        _flush(fflush)
         conn.send(("init_error", _safe_exception(exc), traceback.format_exc()))
-        return
+        return False
     try:
         while True:
             try:
                 message = conn.recv()
             except (EOFError, OSError):
-                return  # parent went away
+                return True  # parent went away
             if message[0] == "close":
-                return
+                return False
             _, params, keep_outputs, stop, *compiled = message
             try:
                 measurement = _evaluate(executor, conn, params, keep_outputs, stop, *compiled)
             except BaseException as exc:
+                _flush(fflush)
                 conn.send(("raise", _safe_exception(exc), traceback.format_exc()))
                 continue
+            _flush(fflush)
             try:
                 conn.send(("result", measurement, executor.healthy))
             except Exception as exc:  # e.g. outputs that cannot be pickled
                 conn.send(("raise", RuntimeError(f"cannot return the measurement: {exc}"), traceback.format_exc()))
             if not executor.healthy:
-                return  # poisoned context: exit so the parent starts a fresh one
+                return False  # poisoned context: exit so the parent starts a fresh one
     finally:
         try:
             executor.close()
@@ -196,7 +230,10 @@ def main(argv: list[str]) -> int:
     board = HeartbeatBoard(board_fd)
     os.close(board_fd)
     with Connection(conn_fd) as conn:
-        serve(conn, board)
+        orphaned = serve(conn, board)
+    if orphaned and os.getpgrp() == os.getpid():  # no parent left to end what the candidates forked
+        sys.stdout.flush()
+        os.killpg(os.getpid(), signal.SIGKILL)  # this process too: it was exiting anyway
     return 0
 
 
