@@ -109,6 +109,20 @@ def test_a_failed_configuration_keeps_what_its_kernel_said(tmp_path, capfd):
     assert "about to crash" in capfd.readouterr().err
 
 
+def chatty_launch(params):
+    """A ``function`` kernel that prints 1 MB per call (module level: the worker imports it)."""
+    print("y" * (1 << 20))
+    return [np.ones(2)]
+
+
+def test_a_python_kernel_printing_in_the_worker_is_capped_too(capfd):
+    with make_runner(chatty_launch, isolate=True, expected=[np.ones(2)],
+                     measure={**QUICK, "output_cap": "1KiB"}) as runner:
+        assert runner.evaluate({}).ok
+    logged = "".join(capfd.readouterr())
+    assert len(logged) < 2048 and "bytes of kernel output omitted" in logged
+
+
 def test_output_tap_keeps_head_and_tail_and_counts_the_rest():
     read, write = os.pipe()
     tap = OutputTap(read, cap=8)

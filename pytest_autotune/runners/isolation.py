@@ -487,7 +487,9 @@ class HostedRunner:
     ``isolate=True`` (default for compiled kernels): crashes, hangs and sticky
     CUDA errors cost one configuration, never the calling process.
     ``isolate=False``: no process boundary (faster start, easier debugging),
-    but a segfault or hang takes the caller with it.
+    but a segfault or hang takes the caller with it, and nothing caps the
+    kernel's output, limits its memory or ends what it forks (the measure
+    options ``output_cap`` and ``worker_memory`` bound a worker only).
     """
 
     name = "hosted"
