@@ -18,7 +18,8 @@ LAYERS = {
     "runners": 3,
     "engine": 4, "lock": 4,
     "simulation": 5, "gate": 5,
-    "plugin": 6, "cli": 6, "__main__": 6, "__init__": 6,
+    "lifecycle": 6,
+    "plugin": 7, "cli": 7, "__main__": 7, "__init__": 7,
 }
 GLUE = {"plugin", "cli", "__main__"}  # the only places that may import pytest
 

@@ -14,7 +14,7 @@ from pytest_autotune.runners import KernelSpec, backend_available, make_runner
 from pytest_autotune.runners.callable_runner import CallableRunner
 from pytest_autotune.runners.device import DeviceInfo
 from pytest_autotune.simulation.replay import ReplayRunner
-from pytest_autotune.plugin.scratch import ScratchCache
+from pytest_autotune.lifecycle.scratch import ScratchCache
 from pytest_autotune.space import SearchSpace
 from pytest_autotune.engine.tuner import stops_early
 

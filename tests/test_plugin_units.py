@@ -23,7 +23,7 @@ from pytest_autotune.plugin import _budget_default
 from pytest_autotune.plugin.report import (COLUMNS, table_rows, cut_note_lines, failure_lines, format_table, lockfile_lines,
                                     not_gated_line, not_tuned_line, write_json_report, write_plots)
 from pytest_autotune.results import FailureKind, Measurement
-from pytest_autotune.plugin.scratch import ScratchCache
+from pytest_autotune.lifecycle.scratch import ScratchCache
 from pytest_autotune.plugin.session import Options, Progress, SessionState
 from pytest_autotune.space import SearchSpace
 

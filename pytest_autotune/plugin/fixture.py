@@ -43,7 +43,7 @@ from ..runners import make_runner
 from ..engine.cluster import ClusterError
 from ..errors import BackendUnavailable, SpecError
 from ..runners.isolation import sharing_one_cpu
-from .scratch import ScratchCache, fingerprint
+from ..lifecycle.scratch import ScratchCache, fingerprint
 from .session import SessionState
 from ..space import SearchSpaceError
 from ..space.membership import declared_configuration
