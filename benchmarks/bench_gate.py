@@ -61,7 +61,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import environment, print_table, write_json  # noqa: E402
 
 from pytest_autotune.gate.verdict import run_gate  # noqa: E402
-from pytest_autotune.plugin.marker import parse_marker  # noqa: E402
+from pytest_autotune.lifecycle.settings import parse_marker  # noqa: E402
 from pytest_autotune.runners import KernelSpec, make_runner  # noqa: E402
 
 # name: (elements per array, repeats of the unchanged kernel); time is linear in the repeat count

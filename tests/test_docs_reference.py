@@ -17,7 +17,7 @@ import pytest_autotune.plugin as plugin
 from pytest_autotune.measure.timing import MeasureOptions
 from pytest_autotune.plugin import hookspec
 from pytest_autotune.plugin.fixture import Autotune
-from pytest_autotune.plugin.marker import MARKER_ARGS
+from pytest_autotune.lifecycle.settings import MARKER_ARGS
 from pytest_autotune.runners import opencl_device
 from pytest_autotune.runners.device import _CUDA_CONSTANT_KEYS, DeviceInfo, cpu_constants
 

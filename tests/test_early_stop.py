@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from pytest_autotune import tune
-from pytest_autotune.plugin.marker import parse_marker
+from pytest_autotune.lifecycle.settings import parse_marker
 from pytest_autotune.measure.timing import EARLY_STOP_FACTOR, EARLY_STOP_RUNS, EarlyStop, MeasureOptions, time_runs
 from pytest_autotune.results import FailureKind, Measurement
 from pytest_autotune.runners import KernelSpec, backend_available, make_runner

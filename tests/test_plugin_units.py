@@ -17,7 +17,7 @@ import pytest
 
 from pytest_autotune.engine.evaluator import Budget
 from pytest_autotune.gate.verdict import retune_command, run_gate
-from pytest_autotune.plugin.marker import MARKER_ARGS, MarkerError, parse_marker
+from pytest_autotune.lifecycle.settings import MARKER_ARGS, MarkerError, parse_marker
 from pytest_autotune.measure.timing import MeasureOptions
 from pytest_autotune.plugin import _budget_default
 from pytest_autotune.plugin.report import (COLUMNS, table_rows, cut_note_lines, failure_lines, format_table, lockfile_lines,
@@ -64,7 +64,7 @@ def test_marker_restrictions_constants_and_device_limits() -> None:
 
 def test_every_constant_a_runner_provides_is_known_to_the_marker() -> None:
     """A restriction over a device limit must pass collection for every runner's own constant names."""
-    from pytest_autotune.plugin.marker import DEVICE_CONSTANTS
+    from pytest_autotune.lifecycle.settings import DEVICE_CONSTANTS
     from pytest_autotune.runners.device import DeviceInfo, cpu_constants, detect_cpu_device
 
     cpu = cpu_constants(detect_cpu_device())

@@ -9,7 +9,7 @@ import itertools
 
 import pytest
 
-from pytest_autotune.plugin.marker import MarkerError, parse_marker
+from pytest_autotune.lifecycle.settings import MarkerError, parse_marker
 from pytest_autotune.space import SearchSpace, SearchSpaceError
 from pytest_autotune.engine.tuner import build_space
 

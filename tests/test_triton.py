@@ -216,7 +216,7 @@ def test_triton_autotune_kernel_migrates_in_one_line(project: pytest.Pytester) -
 
 
 def test_marker_takes_a_config_list_as_params_and_refuses_a_config_hook() -> None:
-    from pytest_autotune.plugin.marker import MarkerError, parse_marker
+    from pytest_autotune.lifecycle.settings import MarkerError, parse_marker
 
     configs = [triton.Config({"BLOCK": b}, num_warps=w) for b in (16, 32) for w in (1, 2)][:3]
     settings = parse_marker((), {"params": configs, "restrictions": ["BLOCK >= 16"]}, {})

@@ -220,7 +220,7 @@ def test_children_end_when_the_caller_is_killed_outright(tmp_path):
 
 # -- ini options -----------------------------------------------------------------------------------------
 def test_the_ini_bounds_reach_every_marker_unless_it_sets_its_own():
-    from pytest_autotune.plugin.marker import parse_marker
+    from pytest_autotune.lifecycle.settings import parse_marker
 
     ini = {"output_cap": 1024, "worker_memory": "2GiB"}
     plain = parse_marker((), {"params": {"x": [1, 2]}}, ini).measure

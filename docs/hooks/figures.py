@@ -150,7 +150,7 @@ GATE_EDGES = [
 ]
 
 ARCH_NODES = [
-    ("marker", 0, 0, "start", "@pytest.mark.tune + the autotune fixture (plugin/marker.py, plugin/__init__.py)"),
+    ("marker", 0, 0, "start", "@pytest.mark.tune + the autotune fixture (lifecycle/settings.py, plugin/__init__.py)"),
     ("api", 1, 0, "start", "tune() without pytest (engine/tuner.py)"),
     ("lifecycle", 0, 1, "step", "lifecycle: tune (--autotune) or gate (plain pytest) per kernel (plugin/fixture.py)"),
     ("strategy", 0, 2, "step", "strategy proposes configurations (strategies/, auto) from the space (space/)"),

@@ -19,7 +19,7 @@ from .compile_check import DEFAULT_SAMPLE, parse_arch_list, positive_sample
 from ..engine.evaluator import Budget
 from ..measure.bounds import check_memory_limit, parse_size
 from .fixture import CALLS_KEY, Autotune
-from .marker import MarkerError, TuneSettings, parse_marker
+from ..lifecycle.settings import MarkerError, TuneSettings, parse_marker
 from ..runners.compile_pool import parse_compile_workers
 from . import job_summary
 from ..space import DEFAULT_MAX_CONFIGURATIONS

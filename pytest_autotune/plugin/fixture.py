@@ -32,7 +32,7 @@ from ..lock.devices import cpu_generation_note, cpu_record, find_lockfile, same_
 from ..lock.lockfile import (LockfileError, entry_key, get_entry, lockfile_path, merge_entries, read_lockfile,
                              renamed_entry, utc_timestamp)
 from ..lock.sources import load_source, materialize_headers, source_name, store_source
-from .marker import TuneSettings
+from ..lifecycle.settings import TuneSettings
 from ..measure.timing import TimingStats
 from ..gate.probes import CPU_KINDS, GPU_PROBE_VERSION, PROBE_VERSION, probe_measure, probe_sizes, probes_for
 from ..gate.rounds import best_state_rounds, lock_pauses, rotating_pin
