@@ -3,7 +3,7 @@
 The engine (``space``, ``strategies``, ``runners``, ``measure``, ``engine``,
 ``lock``) is usable from plain Python; the pytest plugin is one client.
 """
-__version__ = "0.1.0"
+from ._version import __version__
 
 __all__ = ["tune", "TuneResult", "locked_params", "locked_triton_config", "locked_triton_configs", "__version__"]
 

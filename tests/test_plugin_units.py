@@ -24,7 +24,8 @@ from pytest_autotune.plugin.report import (COLUMNS, table_rows, cut_note_lines, 
                                     not_gated_line, not_tuned_line, write_json_report, write_plots)
 from pytest_autotune.results import FailureKind, Measurement
 from pytest_autotune.lifecycle.scratch import ScratchCache
-from pytest_autotune.plugin.session import Options, Progress, SessionState
+from pytest_autotune.lifecycle import Options, Progress
+from pytest_autotune.plugin.session import SessionState
 from pytest_autotune.space import SearchSpace
 
 DEFAULTS = {"strategy": "random", "budget": 200, "tolerance": 0.10, "alpha": 0.01, "seed": None}

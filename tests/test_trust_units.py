@@ -16,7 +16,7 @@ from pytest_autotune.results import FailureKind, Measurement
 from pytest_autotune.gate.retune import decide
 from pytest_autotune.runners.device import DeviceInfo
 from pytest_autotune.lifecycle.scratch import fingerprint
-from pytest_autotune.plugin.session import eta
+from pytest_autotune.lifecycle import eta
 from pytest_autotune.space import SearchSpace
 from pytest_autotune.strategies import make_strategy
 from pytest_autotune.engine.tuner import TuneError, tune

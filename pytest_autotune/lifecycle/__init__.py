@@ -1,1 +1,24 @@
-"""The lock-and-gate lifecycle of one kernel call, without pytest (filled in by the next commits)."""
+"""The lock-and-gate lifecycle of one kernel call, usable without pytest.
+
+For each kernel call: check its lock entry (and refuse what may not reach a
+build), then tune and lock it, gate it against the lock, or leave it alone;
+the result is an :class:`Outcome` (a status, the summary row, the result, and
+whether the caller should pass, fail or skip). The pytest fixture is one
+client of :class:`KernelLifecycle`; :func:`gate` and :class:`Kernels` serve a
+plain script or another test runner.
+"""
+from ..measure.timing import TimingStats
+from .calls import KernelCall, function_call, replay_call, source_call, triton_call
+from .host import Host
+from .outcome import TUNE_STATUS, Action, KernelResult, Mode, Outcome, Status, SummaryRow
+from .progress import Progress, eta
+from .run import KernelLifecycle
+from .scratch import ScratchCache, fingerprint
+from .script import Kernels, gate
+from .settings import (DEVICE_CONSTANTS, INCOMPARABLE_POLICIES, MARKER_ARGS, MISSING_POLICIES, MarkerError, Options,
+                       TuneSettings, parse_marker)
+
+__all__ = ["Action", "DEVICE_CONSTANTS", "Host", "INCOMPARABLE_POLICIES", "KernelCall", "KernelLifecycle",
+           "KernelResult", "Kernels", "MARKER_ARGS", "MISSING_POLICIES", "MarkerError", "Mode", "Options", "Outcome",
+           "Progress", "ScratchCache", "Status", "SummaryRow", "TimingStats", "TUNE_STATUS", "TuneSettings", "eta", "fingerprint",
+           "function_call", "gate", "parse_marker", "replay_call", "source_call", "triton_call"]

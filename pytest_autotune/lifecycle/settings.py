@@ -1,4 +1,4 @@
-"""The ``@pytest.mark.tune(...)`` arguments: validated once, at collection.
+"""What a kernel call is tuned and gated with: the marker's arguments, validated once, and the run's options.
 
 A bad argument must be a collection error naming the argument and the test,
 not a failure deep inside a tuning run. Restrictions that read device limits
@@ -8,9 +8,11 @@ they leave is empty can only be known once the device is (at run time).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..engine.evaluator import Budget
+from ..errors import AutotuneError
 from ..errors import SpecError
 from ..measure.timing import MeasureOptions
 from ..runners.opencl_device import CONSTANT_NAMES as OPENCL_CONSTANTS
@@ -32,8 +34,17 @@ MARKER_ARGS = ("params", "restrictions", "strategy", "budget", "objective", "tol
                "measure", "alpha")
 
 
-class MarkerError(ValueError):
-    """A ``tune`` marker argument is invalid; the message names the argument."""
+class MarkerError(AutotuneError, ValueError):
+    """A ``tune`` marker argument is invalid; the message names it, ``argument`` holds it (``None`` for the
+    marker as a whole: positional or unknown arguments)."""
+
+    def __init__(self, message: str, argument: str | None = None) -> None:
+        super().__init__(message)
+        self.args = (message, argument)
+        self.argument = argument
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 @dataclass
@@ -55,7 +66,7 @@ class TuneSettings:
 
 
 def _fail(arg: str, why: str) -> MarkerError:
-    return MarkerError(f"tune marker argument {arg!r}: {why}")
+    return MarkerError(f"tune marker argument {arg!r}: {why}", arg)
 
 
 def parse_marker(args: Sequence[Any], kwargs: Mapping[str, Any], defaults: Mapping[str, Any]) -> TuneSettings:
@@ -146,27 +157,53 @@ def _check_space(params: dict, restrictions: list, constants: dict, max_configur
     """Parameters and restrictions are well formed; the space is not empty, nor too large, when that is
     knowable now. Restrictions that read device limits leave both to run time: the space without them
     would be the whole Cartesian product, which is no check and may not fit in memory."""
-    try:
+    try:  # the parameters and their value lists first: what fails here is the params argument's fault
         for name, values in params.items():
             if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
                 raise SearchSpaceError(f"parameter {name!r}: values must be a list")
-        device_names = {n: 1 for n in DEVICE_CONSTANTS if n not in params and n not in constants}
-        reads_device = False
+        check_params(params, constants)
+    except SearchSpaceError as exc:
+        raise _fail("params", str(exc)) from None
+    device_names = {n: 1 for n in DEVICE_CONSTANTS if n not in params and n not in constants}
+    reads_device = False
+    try:  # then each restriction on its own: its syntax, its names, a callable's signature
         for r in restrictions:
             if isinstance(r, str):
-                compiled = compile_restriction(r, list(params), {**device_names, **constants})
+                compile_restriction(r, list(params), {**device_names, **constants})
                 reads_device = reads_device or _reads_constants(r, device_names)
-                del compiled
             elif callable(r):
                 classify_callable(r, list(params))  # its signature, now, even where the space is built later
             else:
                 raise SearchSpaceError(refused_restriction(r))
-        if not reads_device:
+        if not reads_device:  # and the space they leave, when no device limit is needed to know it
             SearchSpace(params, restrictions, constants, max_configurations=max_configurations)
-        else:  # still check parameter value lists
-            check_params(params, constants)
     except SearchSpaceTooLarge as exc:  # the values are too many for the restrictions given
         raise _fail("params", str(exc)) from None
     except SearchSpaceError as exc:
-        raise _fail("params" if "parameter" in str(exc) and "restriction" not in str(exc) else "restrictions",
-                    str(exc)) from None
+        raise _fail("restrictions", str(exc)) from None
+
+
+MISSING_POLICIES = ("skip", "fail", "tune")
+INCOMPARABLE_POLICIES = ("warn", "skip", "fail")  # the gate on a machine unlike the lock's
+
+
+@dataclass
+class Options:
+    """Command-line flags and ini options after resolution (flag beats ini beats built-in default)."""
+
+    mode: str | None  # None = gate, "all" = tune every selected test, "missing" = tune tests without a valid entry
+    missing: str  # skip | fail | tune
+    fresh: bool
+    lockdir: Path
+    scratch_dir: Path
+    ranking: bool
+    report: Path | None
+    plots: Path | None
+    devices: list[str]
+    defaults: dict[str, Any]  # marker defaults: strategy, budget, tolerance, alpha, seed, worker bounds
+    verbosity: int = 0
+    is_worker: bool = False
+    incomparable: str = "warn"  # warn (pass, loudly) | skip | fail
+    compile_workers: int = 1  # compile workers ahead of the device stage (1 = compile inline)
+    require_device: bool = False  # no usable device fails the test (tune and gate) instead of skipping it
+    cluster: str | None = None  # --autotune-ray: "ray" or a Ray address (tune on every device of the cluster)

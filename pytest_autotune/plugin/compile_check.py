@@ -28,6 +28,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from ..lifecycle import Mode, Status, SummaryRow
 from ..runners.cuda_arch import ARCH_LIMITS, arch_limits, parse_arch
 from ..errors import InvalidConfiguration
 from ..runners.executor import check_kernel_resources, check_launch_limits
@@ -291,13 +292,12 @@ def check_in_test(autotune: Any, spec: KernelSpec, label: str) -> dict[str, Any]
     failures = report.failures()
     chosen = next((c.params for c in report.checks if c.ok), {})
     counts = report.counts()
-    item.user_properties.append(("autotune", {
-        "test": item.nodeid, "kernel": label, "mode": "compile", "status": "FAILED" if failures else "compiled",
-        "params": chosen, "evaluations": len(report.checks), "budget": len(report.checks), "strategy": "nvrtc",
-        "failures": {k: v for k, v in _failure_totals(report).items() if v},
-        "compile": counts, "spills": [c.as_dict() for c in report.checks if c.spills],
-        "message": report.failure_message() if failures else "",
-    }))
+    row = SummaryRow.make(item.nodeid, label, Mode.COMPILE, Status.COMPILE_FAILED if failures else Status.COMPILED,
+                          params=chosen, evaluations=len(report.checks), budget=len(report.checks), strategy="nvrtc",
+                          failures={k: v for k, v in _failure_totals(report).items() if v}, compile=counts,
+                          spills=[c.as_dict() for c in report.checks if c.spills],
+                          message=report.failure_message() if failures else "")
+    item.user_properties.append(("autotune", row.as_dict()))
     if failures:
         pytest.fail(f"autotune: {report.failure_message()}", pytrace=False)
     return dict(chosen)

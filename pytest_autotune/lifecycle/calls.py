@@ -1,0 +1,158 @@
+"""One kernel call, as the lifecycle needs it: what the lock entry pins, how to build the runner, the source.
+
+A :class:`KernelCall` is made from what a test (or a script) passes for a
+source kernel, a Python-driven one, a Triton kernel or a recording; from
+then on the lifecycle treats them alike.
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from ..gate.probes import probe_measure
+from ..lock.hashing import describe_callable, hash_problem, hash_source, hash_space, kernel_source_hash, stable_hash
+from ..lock.problem import describe_problem
+from ..runners import make_runner
+from ..runners.kernel import KernelSpec, spec_headers, with_code
+from .settings import TuneSettings
+
+__all__ = ["KernelCall", "source_call", "function_call", "triton_call", "replay_call", "space_hash"]
+
+LANG_SUFFIX = {"cuda": ".cu", "c": ".c", "c++": ".cpp", "opencl": ".cl"}
+
+
+@dataclass
+class KernelCall:
+    """One kernel call of a test: its name in the lock, what its entry pins, and how to run it."""
+
+    label: str
+    hashes: dict[str, str]  # what the lock entry pins (source, space, problem)
+    outcome_inputs: dict[str, Any]  # everything else that decides an evaluation's outcome (scratch key)
+    make_runner: Callable[[], Any]
+    # Source kernels only: what the entry records of the source (stored beside the lock at tune time), and
+    # a runner of the same kernel built from a locked source text (the gate's A/B comparison of an edit).
+    source: dict[str, Any] | None = None
+    make_locked_runner: Callable[..., Any] | None = None
+    problem: dict[str, Any] = field(default_factory=dict)  # readable problem (lock.problem), for lookups
+    footprint: int = 0  # bytes of the arguments: the size of the memory-bandwidth probe
+    toolchain: dict[str, str] = field(default_factory=dict)  # what builds it beyond the device's versions (flags)
+    probe_make: Callable[..., Any] | None = None  # the kernel's runner factory, for device (GPU) probes
+
+
+def space_hash(settings: TuneSettings) -> str:
+    return hash_space(settings.params, settings.restrictions, settings.constants)
+
+
+def footprint(args: Sequence[Any]) -> int:
+    """Bytes of the kernel's array arguments: what a memory-bound kernel moves at least once."""
+    return sum(int(getattr(a, "nbytes", 0) or 0) for a in args if hasattr(a, "shape"))
+
+
+def cuda_toolchain(lang: str | None) -> dict[str, str]:
+    """NVRTC's version for a CUDA kernel (the device's versions name the driver, runtime and CuPy/PyCUDA)."""
+    if lang != "cuda":
+        return {}
+    try:
+        from ..runners.nvrtc import nvrtc_version
+
+        return {"nvrtc": ".".join(str(v) for v in nvrtc_version())}
+    except Exception:  # no NVRTC here (PyCUDA with nvcc, or no CUDA at all): nothing to record
+        return {}
+
+
+def source_call(spec: KernelSpec, settings: TuneSettings, label: str, *, runner: str | None = None,
+                atol: float | None = None, rtol: float | None = None, verify: Callable[..., Any] | None = None,
+                shared_mem: Any = None, runner_options: Mapping[str, Any] | None = None) -> KernelCall:
+    """A source kernel (CUDA, OpenCL, C/C++): its source, headers and options are what the lock pins."""
+    options = dict(runner_options or {})
+    headers = spec_headers(spec)
+    hashes = {"source": kernel_source_hash(spec.code, spec.kernel_name, spec.compiler_options, headers),
+              "space": space_hash(settings), "problem": hash_problem(spec.problem_size, spec.args)}
+    inputs = {"expected": spec.expected, "atol": atol, "rtol": rtol, "verify": verify, "runner": runner,
+              "lang": spec.lang, "geometry": [spec.grid_div_x, spec.grid_div_y, spec.grid_div_z,
+                                              list(spec.block_size_names), shared_mem],
+              "runner_options": options}
+    suffix = spec.source_file.suffix if spec.source_file is not None else LANG_SUFFIX.get(spec.lang, ".txt")
+    source = {"code": spec.code, "suffix": suffix, "kernel_name": spec.kernel_name,
+              "compiler_options": list(spec.compiler_options), "headers": headers,
+              "file": spec.source_file.name if spec.source_file is not None else ""}
+    measure = settings.measure
+
+    def locked_runner(code: str, entry: Mapping[str, Any], headers_dir: Path | None = None) -> Any:
+        # the locked headers (written to headers_dir) come before the kernel's folder on the include path
+        first = ([] if headers_dir is None else
+                 ["-iquote", str(headers_dir)] if spec.lang in ("c", "c++") else [f"-I{headers_dir}"])
+        locked = with_code(spec, code, entry.get("kernel_name", spec.kernel_name),
+                           [*first, *entry.get("compiler_options", spec.compiler_options)])
+        return make_runner(locked, runner=runner, measure=measure, **options)
+
+    flags = [*options.get("flags", ()), *spec.compiler_options]
+    return KernelCall(
+        label, hashes, inputs, lambda: make_runner(spec, runner=runner, measure=measure, **options), source=source,
+        make_locked_runner=locked_runner, problem=describe_problem(spec.problem_size, spec.args),
+        footprint=footprint(spec.args),
+        toolchain={**({"flags": " ".join(flags)} if flags else {}), **cuda_toolchain(spec.lang)},
+        probe_make=(lambda probe: make_runner(probe, runner=runner, measure=probe_measure(), **options))
+        if spec.lang == "cuda" else None)
+
+
+def function_call(launch: Callable[[Mapping[str, Any]], Any], settings: TuneSettings, label: str, *,
+                  args: Sequence[Any] = (), expected: Sequence[Any] | None = None, atol: float | None = None,
+                  rtol: float | None = None, verify: Callable[..., Any] | None = None,
+                  sync: Callable[[], None] | None = None, problem_size: Any = None,
+                  runner_options: Mapping[str, Any] | None = None) -> KernelCall:
+    """A Python-driven kernel: ``launch(params)`` runs it; its source text is what the lock pins."""
+    options = dict(runner_options or {})
+    try:
+        source = inspect.getsource(launch)
+    except (OSError, TypeError):
+        source = stable_hash(describe_callable(launch))
+    hashes = {"source": hash_source(source), "space": space_hash(settings),
+              "problem": hash_problem(problem_size, list(args))}
+    inputs = {"expected": expected, "atol": atol, "rtol": rtol, "verify": verify, "sync": sync,
+              "runner_options": options}
+    measure = settings.measure
+    return KernelCall(label, hashes, inputs, lambda: make_runner(
+        None, runner="callable", launch=launch, expected=expected, atol=atol, rtol=rtol, verify=verify,
+        sync=sync, measure=measure, **options),
+        problem=describe_problem(problem_size, list(args)), footprint=footprint(args))
+
+
+def triton_call(call: Any, settings: TuneSettings, label: str, grid: Any, *, atol: float | None = None,
+                rtol: float | None = None, verify: Callable[..., Any] | None = None, shared_mem: Any = None,
+                runner_options: Mapping[str, Any] | None = None) -> KernelCall:
+    """A Triton kernel (a :class:`~..runners.triton_runner.TritonCall`)."""
+    options = dict(runner_options or {})
+    described = call.described_args()
+    hashes = {"source": kernel_source_hash(call.code, call.qualname), "space": space_hash(settings),
+              "problem": hash_problem(call.problem_size, described)}
+    inputs = {"expected": call.spec.expected, "atol": atol, "rtol": rtol, "verify": verify, "runner": "triton",
+              "grid": describe_callable(grid) if callable(grid) else list(grid), "shared_mem": str(shared_mem),
+              "runner_options": options}
+    source = {"code": call.code, "suffix": ".py", "kernel_name": call.qualname, "compiler_options": []}
+    measure = settings.measure
+    return KernelCall(label, hashes, inputs, lambda: call.runner(measure, **options), source=source,
+                      make_locked_runner=lambda code, entry: call.locked_runner(code, measure, **options),
+                      problem=describe_problem(call.problem_size, described))
+
+
+def replay_call(path: Path, recorded: Any, settings: TuneSettings, label: str, *, scale: float = 1.0,
+                noise: float = 0.0, seed: int | None = None, definition: Any = None) -> KernelCall:
+    """Recorded measurements (a Kernel Tuner cache, T4 or KTT file) standing for a kernel on a device."""
+    from ..simulation.replay import ReplayRunner
+
+    # The recording stands for the kernel *and* the hardware: its identity (kernel, format,
+    # parameters, restrictions) is the "source"; its times are what the gate compares. Hashing
+    # the file's bytes would turn every re-recorded (slower, faster, re-ranked) file into a
+    # stale entry, and the gate could never see it.
+    identity = {"format": recorded.format, "kernel": recorded.kernel, "params": recorded.params,
+                "restrictions": [str(r) for r in recorded.restrictions]}
+    hashes = {"source": hash_source(stable_hash(identity)), "space": space_hash(settings),
+              "problem": hash_problem(None, [])}
+    stat = path.stat()
+    inputs = {"recording": [str(path), stat.st_size, stat.st_mtime_ns], "scale": scale, "noise": noise,
+              "seed": seed, "definition": str(definition)}
+    return KernelCall(label, hashes, inputs, lambda: ReplayRunner(recorded, noise=noise, scale=scale, seed=seed),
+                      problem=describe_problem(None, []))

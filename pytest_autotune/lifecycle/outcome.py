@@ -1,0 +1,161 @@
+"""What one kernel call came to: a status, a summary row, the result the caller gets back, and what to do.
+
+The lifecycle returns an :class:`Outcome`; the pytest glue turns it into
+``pytest.fail``/``pytest.skip`` and a summary row, a script reads it as it
+is. The row is the one record the terminal table, the JSON report, the job
+summary and the compile check share (:class:`SummaryRow`).
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from ..engine.evaluator import SearchHistory
+from ..gate.verdict import GateOutcome
+from ..measure.timing import TimingStats
+
+__all__ = ["Mode", "Status", "Action", "SummaryRow", "KernelResult", "Outcome", "TUNE_STATUS"]
+
+
+class Mode(str, enum.Enum):
+    """What was done with a kernel: tuned, gated, left alone (``--autotune-only=missing``) or compiled."""
+
+    TUNE = "tune"
+    GATE = "gate"
+    LOCKED = "locked"
+    COMPILE = "compile"
+
+
+class Status(str, enum.Enum):
+    """A kernel's status, as the summary table and the JSON report spell it."""
+
+    PASS = "pass"
+    FASTER = "faster"
+    REGRESSION = "REGRESSION"
+    BROKEN = "BROKEN"
+    INCOMPARABLE = "incomparable"
+    STALE_RANKING = "stale-ranking"
+    REFUSED = "refused"  # a lock entry whose contents may not reach a build
+    MISSING = "missing"
+    STALE = "stale"
+    NO_DEVICE = "no device"
+    LEFT_ALONE = "left alone"
+    FIRST_LOCK = "first lock"
+    NEW_WINNER = "new winner"
+    KEPT_LOCK = "kept lock"
+    FAILED = "failed"  # a tuning that found nothing
+    COMPILED = "compiled"  # --autotune-compile
+    COMPILE_FAILED = "FAILED"
+
+
+# The summary's status of a tuned kernel, by what happened to its lock entry (see gate.retune.decide).
+TUNE_STATUS = {"first": Status.FIRST_LOCK, "new": Status.NEW_WINNER, "kept": Status.KEPT_LOCK,
+               "refreshed": Status.KEPT_LOCK, "updated": Status.KEPT_LOCK}
+
+
+class Action(enum.Enum):
+    """What the caller does with the outcome: nothing, fail the test, or skip it."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    SKIP = "skip"
+
+
+@dataclass
+class SummaryRow:
+    """One kernel's line in the summary, the JSON report and the job summary.
+
+    Only the fields a row was made with appear in :meth:`as_dict` (a tuned kernel has no p-value, a gate has
+    no evaluation count), so the report reads as before; every field has a name and a type here.
+    """
+
+    test: str
+    kernel: str
+    mode: Mode
+    status: Status
+    params: dict[str, Any] | None = None
+    time_ms: float | None = None
+    locked_ms: float | None = None
+    change_pct: float | None = None
+    change_kind: str | None = None  # "a/b" (side by side) or "lock" (against the locked samples)
+    p_value: float | None = None
+    absolute_change_pct: float | None = None
+    method: str | None = None
+    machine: dict[str, float] | None = None
+    evaluations: int | None = None
+    budget: Any = None
+    strategy: str | None = None
+    failures: dict[str, int] | None = None
+    failure_examples: dict[str, Any] | None = None
+    spills: Any = None
+    compile_ahead: dict[str, Any] | None = None
+    compile: dict[str, Any] | None = None
+    best_so_far: list[float | None] | None = None
+    resumed: int | None = None
+    stop_reason: str | None = None
+    message: str | None = None
+    note: str | None = None
+    stale_ranking: list[dict[str, Any]] | None = None
+    lockfile: str | None = None
+    lock_written: bool | None = None
+    device: str | None = None
+    new_lockfile_beside: list[str] | None = None
+    incomparable_policy: str | None = None
+    required: bool | None = None
+    samples: list[float] | None = None
+    given: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
+
+    @classmethod
+    def make(cls, test: str, kernel: str, mode: Mode, status: Status, **values: Any) -> "SummaryRow":
+        """A row with exactly these fields set (an unknown field name is a TypeError, as a typo should be)."""
+        return cls(test, kernel, Mode(mode), Status(status), **values, given=frozenset(values))
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"test": self.test, "kernel": self.kernel, "mode": self.mode.value,
+                               "status": self.status.value}
+        for f in fields(self):
+            if f.name in self.given:
+                out[f.name] = getattr(self, f.name)
+        return out
+
+
+@dataclass
+class KernelResult:
+    """What a test gets back: the winner (tuned or locked), its timing and outputs."""
+
+    kernel: str
+    mode: str  # "tune" | "gate" | "locked" (left alone by --autotune-only=missing) | "compile" (--autotune-compile)
+    params: dict[str, Any]
+    stats: TimingStats
+    outputs: list[Any] | None = None
+    history: SearchHistory | None = None  # tune mode only
+    gate: GateOutcome | None = None  # gate mode only
+    entry: dict[str, Any] = field(default_factory=dict)  # the lock entry written or read
+
+
+@dataclass
+class Outcome:
+    """One kernel call, decided: what to do (``action``, with ``message``), the row, and the result."""
+
+    action: Action
+    message: str = ""
+    row: SummaryRow | None = None
+    result: KernelResult | None = None
+    traceback: bool = False  # a failure of the test's own call: show the test's line (pytest's pytrace)
+
+    @property
+    def status(self) -> Status | None:
+        return self.row.status if self.row is not None else None
+
+    @classmethod
+    def passed(cls, result: KernelResult, row: SummaryRow | None = None, message: str = "") -> "Outcome":
+        return cls(Action.PASS, message, row, result)
+
+    @classmethod
+    def failed(cls, message: str, row: SummaryRow | None = None, *, traceback: bool = False) -> "Outcome":
+        return cls(Action.FAIL, message, row, None, traceback)
+
+    @classmethod
+    def skipped(cls, message: str, row: SummaryRow | None = None) -> "Outcome":
+        return cls(Action.SKIP, message, row)

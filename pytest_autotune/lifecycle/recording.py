@@ -1,0 +1,128 @@
+"""The lock entry a tuning writes: the winner's samples beside the machine's probes, its runners-up, the
+source it was tuned with, and what it depends on; and why an entry kept must be written again."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+from .._version import __version__
+from ..engine.evaluator import EvaluationRecord
+from ..engine.tuner import TuneResult, params_key
+from ..gate.probes import CPU_KINDS, GPU_PROBE_VERSION, PROBE_VERSION, probe_sizes, probes_for
+from ..gate.retune import RetuneDecision
+from ..gate.rounds import best_state_rounds, lock_pauses, rotating_pin
+from ..lock.devices import cpu_record
+from ..lock.lockfile import utc_timestamp
+from ..lock.sources import store_source
+from ..measure.timing import TimingStats
+from .calls import KernelCall
+from .settings import TuneSettings
+
+__all__ = ["build_entry", "rewrite_reasons", "source_fields"]
+
+
+def rewrite_reasons(k: KernelCall, old: Mapping[str, Any] | None, device: Any) -> list[str]:
+    """Why a kept winner's entry must be rewritten all the same: what it depends on changed, or it lacks
+    what the gate now uses (an entry written by an older version)."""
+    if old is None:
+        return []
+    recorded = old.get("hashes") or {}
+    reasons = [f"{name} changed" for name in k.hashes if recorded.get(name) != k.hashes[name]]
+    if (old.get("machine") or {}).get("probe") not in (PROBE_VERSION, GPU_PROBE_VERSION) and \
+            probes_for(device.kind, make=k.probe_make) is not None:
+        reasons.append("machine probes recorded")
+    if "source_file" not in old and k.source is not None:
+        reasons.append("kernel source stored")
+    if "problem" not in old:  # a schema-1 entry: the lookup and the export need its readable problem
+        reasons.append("readable problem recorded")
+    return reasons
+
+
+def source_fields(k: KernelCall, lockdir: Path) -> dict[str, Any]:
+    """The exact source, stored beside the lock, so an edit can later be timed against it."""
+    if k.source is None:
+        return {}
+    name = store_source(lockdir, k.source["code"], k.source["suffix"])
+    headers = {header: store_source(lockdir, text, Path(header).suffix or ".h")
+               for header, text in (k.source.get("headers") or {}).items()}
+    return {"source_file": name, "kernel_name": k.source["kernel_name"],
+            "compiler_options": k.source["compiler_options"], **({"headers": headers} if headers else {})}
+
+
+def build_entry(k: KernelCall, test: str, settings: TuneSettings, result: TuneResult, runner: Any,
+                decision: RetuneDecision, path: Path, tuning_s: float) -> dict[str, Any]:
+    """The entry of ``decision``'s winner, with its runners-up, re-timed in rounds beside the probes on a CPU."""
+    s = settings
+    device = result.device
+    ups = [r for r in [*([] if decision.params == result.params else [_winner_record(result)]),
+                       *result.runners_up] if dict(r.params) != decision.params][:len(result.runners_up)]
+    samples = list(decision.samples)
+    up_samples = [list(result.confirmed_samples(r.params) or r.measurement.samples) for r in ups]
+    sizes = probe_sizes(k.footprint, TimingStats.from_samples(samples).median)
+    retimed = {params_key(r.params) for r in ups if result.confirmed_samples(r.params)}
+    rounds = None
+    if device.kind in CPU_KINDS:
+        # the winner (and its runners-up) again, in rounds beside the probes on each CPU in turn; the
+        # rounds where the machine was at its best are kept, so samples and probes describe one state
+        rounds = best_state_rounds(
+            [lambda p=dict(p): runner.evaluate(p) for p in [decision.params, *(r.params for r in ups)]],
+            lambda: probes_for(device.kind, sizes, fresh=True, make=k.probe_make), rotating_pin(runner),
+            s.tolerance, more_pauses_s=lock_pauses(tuning_s))
+    if rounds is not None:
+        (samples, *up_samples), machine, _kept = rounds
+        retimed = {params_key(r.params) for r in ups}
+    else:
+        machine = probes_for(device.kind, sizes, make=k.probe_make)
+    stats = TimingStats.from_samples(samples)
+    return {
+        "kernel": k.label,
+        "test": test,
+        "params": decision.params,
+        "objective": s.objective,
+        "unit": "ms",
+        "stats": {key: v for key, v in stats.as_dict(samples=False).items()},
+        "samples": list(stats.samples),
+        # each runner-up's median names its kind: re-timed beside the winner (in the confirmation rounds
+        # or the rounds beside the probes; comparable with the winner's), or its single search-time
+        # measurement (not comparable)
+        "runners_up": _fastest_first([{"params": dict(r.params),
+                                       "median": TimingStats.from_samples(xs).median if xs else _median(result, r),
+                                       "median_kind": "re-timed" if params_key(r.params) in retimed else "search",
+                                       "samples": xs}
+                                      for r, xs in zip(ups, up_samples)]),
+        "stats_kind": "re-timed",  # the winner's samples: its confirmation rounds
+        "hashes": k.hashes,
+        "problem": k.problem,
+        "strategy": {"name": result.strategy["name"], "hyperparameters": result.strategy["hyperparameters"],
+                     "seed": s.seed},
+        "evaluations": {"total": result.evaluations, "failed": result.failures,
+                        "budget": s.budget.max_evaluations or s.budget_text,
+                        "space_size": len(result.space)},
+        "runner": getattr(runner, "name", type(runner).__name__),
+        "tolerance": s.tolerance,
+        **source_fields(k, path.parent),
+        # probes sized to this kernel: its footprint, and about its duration
+        **({"machine": machine} if machine else {}),
+        **({"cpu": cpu} if (cpu := cpu_record(device)) else {}),
+        "versions": {**device.versions, **k.toolchain, "pytest_autotune": __version__},
+        "timestamp": utc_timestamp(),
+    }
+
+
+def _winner_record(result: TuneResult) -> EvaluationRecord:
+    """The search's winner as a runner-up record (when the locked winner was kept instead)."""
+    return EvaluationRecord(-1, -1, dict(result.params), result.measurement, 0.0)
+
+
+def _fastest_first(runners_up: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Runners-up re-timed side by side are ranked by those medians (the search's order otherwise)."""
+    if all(r["median_kind"] == "re-timed" for r in runners_up):
+        return sorted(runners_up, key=lambda r: r["median"])
+    return runners_up
+
+
+def _median(result: TuneResult, record: Any) -> float:
+    confirmed = result.confirmed_samples(record.params)
+    if confirmed:
+        return TimingStats.from_samples(confirmed).median
+    return float(record.value if record.value is not None else record.measurement.value)

@@ -1,0 +1,407 @@
+"""The lifecycle of one kernel call: check its lock entry, then tune and lock it, gate it, or leave it alone.
+
+``KernelLifecycle(settings, options, host).run(call)`` returns an
+:class:`~.outcome.Outcome`: the pytest fixture is one client (it turns the
+outcome into ``pytest.fail``/``pytest.skip`` and a summary row), a script or
+another test runner is another (:mod:`.script`). Nothing here imports pytest.
+
+* **check**: the device's lockfile (a hook may name it), the entry of this
+  test's kernel (or of the test it was renamed from), whether it is stale,
+  and whether its contents may reach a build at all (:mod:`..gate.trust`);
+* **tune** (``--autotune``, or a missing entry under ``missing=tune``):
+  resume from the scratch cache, warm-start from other devices' locks,
+  search, decide whether the locked winner stays (:mod:`..gate.retune`),
+  record the entry beside the machine's probes and merge it into the lock;
+* **gate**: re-time the locked winner (A/B against the locked source when the
+  kernel was edited) and say pass, faster, slower, broken or not comparable.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from ..engine.cluster import ClusterError
+from ..engine.tuner import TuneError, _evaluate, build_space, compile_ahead_summary, first_failures, spills, tune
+from ..errors import BackendUnavailable, SpecError
+from ..gate.probes import CPU_KINDS, GPU_PROBE_VERSION, PROBE_VERSION, probes_for
+from ..gate.retune import decide
+from ..gate.rounds import rotating_pin
+from ..gate.trust import UntrustedEntry, describe as describe_refusal, trusted_build, trusted_params, \
+    trusted_probe_sizes, trusted_runners_up
+from ..gate.verdict import EntryCheck, GateOutcome, LockedSourceUnusable, check_entry, retune_command, run_ab_gate, \
+    run_gate
+from ..lock.devices import cpu_generation_note, find_lockfile, same_kind_lockfiles
+from ..lock.lockfile import LockfileError, entry_key, get_entry, lockfile_path, merge_entries, read_lockfile, \
+    renamed_entry
+from ..lock.sources import load_source, materialize_headers
+from ..lock.transfer import warm_start
+from ..measure.timing import TimingStats
+from ..runners.isolation import sharing_one_cpu
+from ..space import SearchSpaceError
+from ..space.membership import declared_configuration
+from .calls import KernelCall
+from .changes import changed_files, locked_device_properties, toolchain_changes
+from .host import Host
+from .outcome import TUNE_STATUS, Action, KernelResult, Mode, Outcome, Status, SummaryRow
+from .recording import build_entry, rewrite_reasons
+from .scratch import ScratchCache, fingerprint
+from .settings import Options, TuneSettings
+
+__all__ = ["KernelLifecycle"]
+
+_VERDICT_STATUS = {"pass": Status.PASS, "faster": Status.FASTER, "slower": Status.REGRESSION,
+                   "broken": Status.BROKEN, "incomparable": Status.INCOMPARABLE}
+
+
+class _Stop(Exception):
+    """Internal: the call is decided before its end (a failure, a skip); ``run`` turns it into the outcome."""
+
+    def __init__(self, action: Action, message: str, traceback: bool = False) -> None:
+        super().__init__(message)
+        self.action, self.message, self.traceback = action, message, traceback
+
+
+def _fail(message: str, *, traceback: bool = False) -> _Stop:
+    return _Stop(Action.FAIL, message, traceback)
+
+
+def _skip(message: str) -> _Stop:
+    return _Stop(Action.SKIP, message)
+
+
+class KernelLifecycle:
+    """The lifecycle of the kernel calls of one test (or one script's named kernel)."""
+
+    def __init__(self, settings: TuneSettings, options: Options, host: Host) -> None:
+        self.settings = settings
+        self.options = options
+        self.host = host
+        self._row: SummaryRow | None = None
+
+    # -- the one public step ---------------------------------------------------------
+    def run(self, k: KernelCall) -> Outcome:
+        """Check, then tune, gate or leave alone the kernel of ``k``; the decided :class:`Outcome`."""
+        self._row = None
+        try:
+            result = self._run(k)
+        except _Stop as stop:
+            return Outcome(stop.action, stop.message, self._row, None, stop.traceback)
+        return Outcome.passed(result, self._row)
+
+    # -- check ------------------------------------------------------------------------
+    def _run(self, k: KernelCall) -> KernelResult:
+        opts = self.options
+        try:
+            runner = k.make_runner()
+        except BackendUnavailable as exc:
+            why = f"no usable device for this kernel: {exc}"
+            # a gate that checked nothing, or a tune that tuned nothing, says so in the summary, not only with -rs
+            self._record(k.label, Mode.GATE if opts.mode is None else Mode.TUNE, Status.NO_DEVICE, message=why,
+                         required=opts.require_device)
+            if opts.require_device:  # a GPU job whose driver broke must not pass green with every kernel skipped
+                raise _fail(f"autotune: {why} (--autotune-require-device)") from None
+            raise _skip(f"autotune: {why}") from None
+        except SpecError as exc:
+            raise _fail(f"autotune: kernel {k.label!r}: {exc}", traceback=True) from None
+        try:
+            device = runner.device()
+            named = self.host.lockfile_name(device)
+            # without a hook's name: the device's identity, or a lockfile under an older name of it
+            path = lockfile_path(opts.lockdir, named) if named else find_lockfile(opts.lockdir, device.slug)
+            try:
+                lock = read_lockfile(path)
+            except LockfileError as exc:
+                raise _fail(f"autotune: {exc} (the file was left untouched; fix or delete it)") from None
+            test = self.host.test
+            key = entry_key(test, k.label)
+            entry = get_entry(lock, test, k.label)
+            renamed = renamed_entry(lock, test, k.label, k.hashes, self.host.gone) if entry is None else None
+            if renamed is not None:  # a renamed test: its kernel's entry, recorded under the old test id
+                self.host.say(f"autotune {test}::{k.label}: entry recorded under {renamed[1]['test']}")
+                entry = renamed[1]
+            check = check_entry(entry, k.hashes, lambda: self._in_space(entry, runner), k.problem) \
+                if entry is not None else None
+            if check is not None and check.stale is None:
+                # the lock is untrusted input: what reaches a build is the marker's own values, or nothing
+                try:
+                    entry = self._trusted(k, entry, runner, path, "space" in check.changed)  # type: ignore[arg-type]
+                except UntrustedEntry as exc:
+                    if opts.mode is None and opts.missing != "tune":
+                        self._record(k.label, Mode.GATE, Status.REFUSED, message=describe_refusal(exc),
+                                     lockfile=str(path))
+                        raise _fail(describe_refusal(exc)) from None
+                    self.host.say(f"{describe_refusal(exc)}; tuning it afresh")
+                    entry, check = None, None
+            usable = check is not None and check.stale is None
+            if opts.mode == "missing" and usable:
+                return self._left_alone(k.label, entry, path)  # type: ignore[arg-type]
+            if opts.mode is not None or (not usable and opts.missing == "tune"):
+                return self._tune(k, key, runner, path, device, entry, renamed[0] if renamed else None)
+            if not usable:
+                self._not_gated(k.label, key, path, check)
+            return self._gate(k, entry, runner, path, check)  # type: ignore[arg-type]
+        finally:
+            runner.close()
+
+    def _in_space(self, entry: Mapping[str, Any], runner: Any) -> bool:
+        """The locked winner is a point of the marker's current space (checked without building the space)."""
+        s = self.settings
+        try:
+            declared_configuration(entry.get("params"), s.params, s.restrictions, self._constants(runner))
+        except SearchSpaceError:
+            return False
+        return True
+
+    def _constants(self, runner: Any) -> dict[str, Any]:
+        """What restrictions see besides the parameters: the device's limits, then the marker's constants."""
+        return {**runner.constants(), **self.settings.constants}
+
+    def _trusted(self, k: KernelCall, entry: Mapping[str, Any], runner: Any, path: Path,
+                 space_changed: bool) -> dict[str, Any]:
+        """A copy of the entry whose build inputs are checked: the marker's own values for the winner and the
+        runners-up, the kernel name and compiler options of an A/B baseline, the probes' sizes."""
+        s, key = self.settings, entry_key(self.host.test, k.label)
+        constants = self._constants(runner)
+        trusted = dict(entry)
+        trusted["params"] = trusted_params(entry, s.params, s.restrictions, constants, path=path, key=key)
+        if "runners_up" in entry:
+            trusted["runners_up"] = trusted_runners_up(entry, s.params, s.restrictions, constants,
+                                                       space_changed=space_changed, path=path, key=key)
+        if k.source is not None and k.source.get("kernel_name") and entry.get("source_file"):
+            trusted["kernel_name"], trusted["compiler_options"] = trusted_build(
+                entry, k.source["kernel_name"], k.source["compiler_options"], path=path, key=key)
+        if (entry.get("machine") or {}).get("probe") in (PROBE_VERSION, GPU_PROBE_VERSION):
+            trusted["machine"] = {**entry["machine"], **trusted_probe_sizes(entry, path=path, key=key)}
+        return trusted
+
+    def _not_gated(self, label: str, key: str, path: Path, check: EntryCheck | None) -> None:
+        """No usable entry in gate mode: skip or fail by ``--autotune-missing``, never silently."""
+        why = f"lock entry is stale: {check.stale}" if check is not None else f"no lock entry for {key!r} in {path}"
+        self._record(label, Mode.GATE, Status.STALE if check is not None else Status.MISSING, message=why,
+                     lockfile=str(path))
+        text = f"autotune: {why}; tune it with: {retune_command(self.host.test)}"
+        if self.options.missing == "fail":
+            raise _fail(text)
+        raise _skip(text)
+
+    def _left_alone(self, label: str, entry: Mapping[str, Any], path: Path) -> KernelResult:
+        """``--autotune-only=missing`` tunes only what lacks a valid entry; a valid one is neither re-tuned nor gated."""
+        params = self._in_declared_order(entry["params"])
+        self._record(label, Mode.LOCKED, Status.LEFT_ALONE, params=params, locked_ms=entry["stats"]["median"],
+                     strategy=(entry.get("strategy") or {}).get("name"), lockfile=str(path),
+                     message="valid lock entry; run plain pytest to gate it")
+        stats = TimingStats.from_samples(entry["samples"] or [entry["stats"]["median"]])
+        return KernelResult(label, "locked", params, stats, None, None, None, dict(entry))
+
+    # -- tune ---------------------------------------------------------------------------
+    def _space(self, runner: Any, label: str) -> Any:
+        s = self.settings
+        try:
+            return build_space(s.params, s.restrictions, runner, s.constants,
+                               max_configurations=s.max_configurations)
+        except SearchSpaceError as exc:
+            raise _fail(f"autotune: search space of {self.host.test}::{label}: {exc}") from None
+
+    def _tune(self, k: KernelCall, key: str, runner: Any, path: Path, device: Any,
+              old: Mapping[str, Any] | None, old_key: str | None = None) -> KernelResult:
+        s, opts, test = self.settings, self.options, self.host.test
+        try:
+            space = self._space(runner, k.label)
+        except _Stop as stop:  # e.g. device limits exclude every configuration: a failed tune
+            self._record(k.label, Mode.TUNE, Status.FAILED, note=stop.message.removeprefix("autotune: "),
+                         message=stop.message, evaluations=0, budget=s.budget_text, lockfile=str(path))
+            raise
+        # Everything that decides an evaluation's outcome is in the key (and the device: measurements
+        # from another GPU must not be resumed into this device's lock); a fixed reference, tolerance
+        # or measure option starts afresh instead of replaying stale results.
+        scratch = ScratchCache(opts.scratch_dir, key, {**k.hashes, "device": device.slug,
+                                                       "inputs": fingerprint({**k.outcome_inputs,
+                                                                              "measure": s.measure})})
+        if opts.fresh:
+            scratch.clear()
+        cached = {} if opts.fresh else scratch.load(space)
+        if cached:
+            self.host.say(f"autotune {test}::{k.label}: resumed {len(cached)} evaluations from an "
+                          "interrupted run (--autotune-fresh to start over)")
+        # Out of the evaluations this search can make: a space smaller than the budget ends early, and
+        # the progress line must say so ("12/12", not "12/200" and never a final line).
+        total = min(s.budget.max_evaluations, len(space)) if s.budget.max_evaluations else None
+        progress = self.host.progress(f"{test}::{k.label}", total)
+
+        def on_record(record: Any, evaluator: Any) -> None:
+            if record.row not in cached:
+                scratch.append(record.measurement)
+            if progress is not None:
+                progress(record, evaluator)
+
+        incumbent = dict(old["params"]) if old is not None and space.find(old["params"]) >= 0 else None
+        warm = warm_start(opts.lockdir, path, k.label, k.hashes, k.problem) if old is None else None
+        started = time.perf_counter()
+        try:
+            result = tune(runner, space=space, strategy=s.strategy, budget=s.budget, seed=s.seed,
+                          cache=cached, on_record=on_record, incumbent=incumbent, seeds=warm.seeds if warm else (),
+                          compile_workers=opts.compile_workers, early_stop=s.measure.early_stop,
+                          cluster=opts.cluster)
+        except TuneError as exc:
+            history = exc.history
+            self._record(k.label, Mode.TUNE, Status.FAILED, message=str(exc),
+                         failures=history.failures() if history else {},
+                         failure_examples=first_failures(history) if history else {},
+                         compile_ahead=compile_ahead_summary(history) if history else {},
+                         evaluations=len(history.records) if history else 0,
+                         budget=total or s.budget_text, lockfile=str(path))
+            raise _fail(f"autotune: {test}::{k.label}: {exc}") from None
+        except (ClusterError, BackendUnavailable, SpecError) as exc:
+            if opts.cluster is None:
+                raise
+            # the cluster (--autotune-ray) cannot run it: the flag and the reason, not the plugin's traceback
+            raise _fail(f"autotune: {test}::{k.label}: --autotune-ray={opts.cluster}: {exc}") from None
+        locked_now = result.confirmed_samples(incumbent) if incumbent is not None else None
+        reasons = rewrite_reasons(k, old, device) + ([f"re-keyed from {old_key}"] if old_key else [])
+        decision = decide(old, reasons, result.params, list(result.stats.samples), locked_now, s.tolerance, s.alpha)
+        try:
+            entry = (dict(old) if old is not None and not decision.write else
+                     build_entry(k, test, s, result, runner, decision, path, time.perf_counter() - started))
+        except LockfileError as exc:  # the sources folder is a link, the disk is full, ...
+            raise _fail(f"autotune: {exc}") from None
+        others = [] if path.exists() else [f"{p.name} ({model})" for p, model in
+                                           same_kind_lockfiles(opts.lockdir, device.kind, path)]
+        if decision.write:
+            try:
+                merge_entries(path, {key: entry}, device, remove=[old_key] if old_key else ())
+            except LockfileError as exc:
+                raise _fail(f"autotune: {exc} (the file was left untouched)") from None
+        scratch.clear()
+        params = self._in_declared_order(decision.params)
+        stats = TimingStats.from_samples(decision.samples) if decision.samples else result.stats
+        locked_ms = old["stats"]["median"] if old is not None else None
+        # "vs lock" is one comparison, named: the new winner against the locked winner timed beside it now
+        # (the number in the note), else the kept winner's samples now against the lock's median
+        side_by_side = decision.change_pct is not None and decision.action == "new"
+        self._record(k.label, Mode.TUNE, TUNE_STATUS[decision.action], params=params, time_ms=stats.median,
+                     change_pct=decision.change_pct if side_by_side else
+                     (stats.median - locked_ms) / locked_ms * 100.0 if locked_ms else None, locked_ms=locked_ms,
+                     change_kind="a/b" if side_by_side else "lock",
+                     evaluations=result.evaluations, budget=total or s.budget_text,
+                     strategy=result.strategy["name"], failures=result.failures,
+                     failure_examples=first_failures(result.history),
+                     spills=spills(result.history, result.measurement),
+                     compile_ahead=compile_ahead_summary(result.history),
+                     best_so_far=[None if x != x else float(x) for x in result.history.best_so_far()],
+                     resumed=len(cached), stop_reason=result.history.stop_reason,
+                     note=decision.message if decision.action != "first" else (warm.note() if warm else ""),
+                     message=decision.message, lockfile=str(path), lock_written=decision.write,
+                     device=device.model, new_lockfile_beside=others if decision.write else [])
+        outputs = (result.outputs if decision.params == result.params  # the kept winner's own, fresh outputs
+                   else _evaluate(runner, decision.params, keep_outputs=True).extra.get("outputs"))
+        return KernelResult(k.label, "tune", params, stats, outputs, result.history, None, entry)
+
+    # -- gate ---------------------------------------------------------------------------
+    def _gate(self, k: KernelCall, entry: Mapping[str, Any], runner: Any, path: Path,
+              check: EntryCheck) -> KernelResult:
+        s, opts, label, test = self.settings, self.options, k.label, self.host.test
+        params = dict(entry["params"])
+        kept: dict[str, Any] = {}
+
+        def measure_current() -> Any:
+            # Not every runner keeps outputs (the replay runner has none): same fallback as tune().
+            m = _evaluate(runner, params, keep_outputs="outputs" not in kept)
+            kept.setdefault("outputs", m.extra.get("outputs"))
+            return m
+
+        outcome = self._ab_gate(k, entry, path, runner, measure_current) if "source" in check.changed else None
+        if outcome is None:
+            recorded = entry.get("machine") or {}
+            kind = runner.device().kind
+
+            def probe() -> Any:  # measured round by round beside the confirmations, at the entry's sizes
+                return probes_for(kind, {n: recorded[n] for n in ("triad_n", "fma_iterations")}, fresh=True,
+                                  make=k.probe_make)
+
+            rival = (lambda p: runner.evaluate(p)) if opts.ranking else None
+            outcome = run_gate(label, test, entry, measure_current(), s.tolerance, s.alpha, rival,
+                               remeasure=measure_current,
+                               probe=probe if recorded.get("probe") in (PROBE_VERSION, GPU_PROBE_VERSION) else None,
+                               pin=rotating_pin(runner) if kind in CPU_KINDS else None)
+        files = changed_files(k, entry)
+        changes = [*toolchain_changes(entry, {**runner.device().versions, **k.toolchain})]
+        if entry.get("test") not in (None, test):
+            changes.append(f"entry recorded under {entry['test']}")
+        if changes and outcome.verdict == "slower" and outcome.method == "absolute":
+            outcome.message += (f"\n  {'; '.join(changes)}: fix that change (or pin the old one), or, if the new "
+                                f"speed is what you want, re-lock with: {retune_command(test)}")
+        if changes and outcome.verdict == "incomparable":
+            outcome.message += (f" ({'; '.join(changes)}: fix it, or if intended re-lock with: "
+                                f"{retune_command(test)})")
+        cmp = outcome.comparison
+        status = _VERDICT_STATUS[outcome.verdict]
+        if outcome.stale_ranking and outcome.verdict == "pass":
+            status = Status.STALE_RANKING
+        generation = cpu_generation_note(entry.get("cpu") or locked_device_properties(path), runner.device())
+        changed = check.notes.replace("source changed since lock", f"source changed since lock ({', '.join(files)})"
+                                      if files else "source changed since lock")
+        notes = [n for n in (changed, *changes,
+                             *(["A/B against the locked source"] if outcome.method == "a/b" else []),
+                             *outcome.notes, generation) if n]
+        if notes and outcome.failed:
+            outcome.message += "\n  note: " + "; ".join(notes)
+        absolute = outcome.absolute
+        self._record(label, Mode.GATE, status, params=self._in_declared_order(params),
+                     time_ms=cmp.new_median if cmp else None, locked_ms=entry["stats"]["median"],
+                     change_pct=cmp.change_pct if cmp else None, p_value=cmp.p_value if cmp else None,
+                     change_kind="a/b" if outcome.method == "a/b" else "lock",
+                     strategy=(entry.get("strategy") or {}).get("name"), message=outcome.message,
+                     stale_ranking=outcome.stale_ranking, note="; ".join(notes), lockfile=str(path),
+                     method=outcome.method, absolute_change_pct=absolute.change_pct if absolute else None,
+                     machine=outcome.machine.changes if outcome.machine else None,
+                     incomparable_policy=opts.incomparable if outcome.verdict == "incomparable" else None,
+                     samples=[float(x) for x in outcome.measurement.samples or []])  # the job summary's plot
+        if outcome.failed:
+            raise _fail(outcome.message)
+        if outcome.verdict == "incomparable":
+            if opts.incomparable == "fail":
+                raise _fail(outcome.message)
+            if opts.incomparable == "skip":
+                raise _skip(outcome.message)
+        stats = TimingStats.from_samples(outcome.measurement.samples or [outcome.measurement.value])
+        return KernelResult(label, "gate", self._in_declared_order(params), stats, kept.get("outputs"), None,
+                            outcome, dict(entry))
+
+    def _ab_gate(self, k: KernelCall, entry: Mapping[str, Any], path: Path, runner: Any,
+                 measure_current: Callable[[], Any]) -> GateOutcome | None:
+        """The edited source against the locked one, side by side; ``None`` when that cannot be done
+        (a callable or recording, an entry without a stored source, a locked source that no longer builds)."""
+        test = self.host.test
+        try:
+            code = load_source(path.parent, entry.get("source_file", "")) if k.make_locked_runner else None
+            if code is None:
+                return None
+            headers = {name: load_source(path.parent, stored) for name, stored in (entry.get("headers") or {}).items()}
+            if any(text is None for text in headers.values()):
+                return None  # a stored header is missing (pruned by hand): no A/B
+            # the locked headers, where the entry stored any (runners without headers take (code, entry) only)
+            extra = [materialize_headers(headers)] if headers else []  # type: ignore[arg-type]
+        except LockfileError as exc:
+            raise _fail(f"autotune: {test}::{k.label}: {exc}; nothing was compiled from the "
+                        "locked source (the lock was left untouched)") from None
+        locked_runner = k.make_locked_runner(code, entry, *extra)  # type: ignore[misc]
+        try:
+            params = dict(entry["params"])
+            with sharing_one_cpu(locked_runner, runner):
+                return run_ab_gate(k.label, test, entry, lambda: locked_runner.evaluate(params),
+                                   measure_current, self.settings.tolerance, self.settings.alpha)
+        except LockedSourceUnusable as exc:
+            self.host.say(f"autotune {test}::{k.label}: the locked source no longer runs here ({exc}); "
+                          "comparing with the locked samples instead")
+            return None
+        finally:
+            locked_runner.close()
+
+    # -- helpers ------------------------------------------------------------------------
+    def _in_declared_order(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        order = {name: i for i, name in enumerate(self.settings.params)}
+        return dict(sorted(params.items(), key=lambda kv: order.get(kv[0], len(order))))
+
+    def _record(self, kernel: str, mode: Mode, status: Status, **fields: Any) -> None:
+        self._row = SummaryRow.make(self.host.test, kernel, mode, status, **fields)
