@@ -5,15 +5,19 @@ The engine (``space``, ``strategies``, ``runners``, ``measure``, ``engine``,
 """
 from ._version import __version__
 
-__all__ = ["tune", "TuneResult", "locked_params", "locked_triton_config", "locked_triton_configs", "__version__"]
+__all__ = ["tune", "TuneResult", "gate", "Kernels", "locked_params", "locked_triton_config", "locked_triton_configs", "__version__"]
 
 
 def __getattr__(name: str):
-    """``tune``, ``TuneResult`` and ``locked_params`` on first use (importing the package for the pytest plugin stays cheap)."""
+    """``tune``, ``TuneResult``, ``gate``, ``Kernels`` and ``locked_params`` on first use (importing the package for the pytest plugin stays cheap)."""
     if name in ("tune", "TuneResult"):
         from .engine import tuner
 
         return getattr(tuner, name)
+    if name in ("gate", "Kernels"):  # the lock-and-gate lifecycle for scripts and other test runners
+        from . import lifecycle
+
+        return getattr(lifecycle, name)
     if name == "locked_params":  # the run-time lookup for shipped code: no pytest, no CUDA library
         from .lock.lookup import locked_params
 
