@@ -16,8 +16,10 @@ Two ways to decide, by what changed since the lock:
   vetoes it: "not comparable" is left only for a change the machine could
   explain.
 
-Kept free of pytest so the decision can be tested (and reused) on its own:
-the plugin turns a :class:`GateOutcome` into ``pytest.fail`` or a summary row.
+This module measures and applies; the rounds' evidence and what it decides are
+:mod:`.evidence`, the wording of every message :mod:`.messages`. Kept free of
+pytest so the decision can be tested (and reused) on its own: the plugin turns
+a :class:`GateOutcome` into ``pytest.fail`` or a summary row.
 """
 from __future__ import annotations
 
@@ -26,13 +28,19 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-import numpy as np
-
 from ..lock.problem import problem_change
-from ..measure.timing import Comparison, compare_samples, faster_half
-from .probes import MachineComparison, compare_machines, pool_probes
-from .rounds import Measure, Pin, Probe, measure_round
+from ..measure.timing import Comparison, faster_half
 from ..results import Measurement
+from . import messages
+from .evidence import (Decision, Faded, FreshRound, GateCase, MachineExplains, NotSignificant, RoundEvidence, RoundRules,
+                       SlowerBeyondMachine, SlowerLikeForLike)
+from .messages import retune_command
+from .probes import MachineComparison, compare_machines, pool_probes
+from .rounds import Measure, Pin, Probe, Round, measure_round
+
+__all__ = ["AB_ROUNDS", "AB_CONFIRM_BLOCKS", "CONFIRM_PAUSE_S", "ROUND_PAUSES_S", "MORE_ROUND_PAUSES_S", "LIKE_ROUNDS",
+           "ONE_CPU_ROUNDS", "MIN_ROUNDS", "MISMATCH_EXPONENT", "GateOutcome", "EntryCheck", "LockedSourceUnusable",
+           "check_entry", "retune_command", "run_gate", "run_ab_gate", "interleaved", "round_divisor"]
 
 AB_ROUNDS = 3  # interleaved rounds of locked and current source
 AB_CONFIRM_BLOCKS = 2  # further A/B blocks a suspected regression of an edit must survive
@@ -78,6 +86,7 @@ MISMATCH_EXPONENT = 2.0
 A kernel can feel a contention more than the probe sized to it: on the CI host, in the slow state, the
 128 KiB compute kernel took 2.0x its best time while the triad probe beside it took 1.63x (an exponent
 of 1.42). Squared leaves a margin; it still sees a 3x regression through a machine 1.6x slower."""
+
 
 @dataclass
 class GateOutcome:
@@ -140,51 +149,12 @@ def check_entry(entry: Mapping[str, Any], hashes: Mapping[str, str], locked_in_s
     return EntryCheck(None, changed)
 
 
-def retune_command(nodeid: str) -> str:
-    return f"pytest --autotune {nodeid}"
-
-
-def regression_message(kernel: str, nodeid: str, entry: Mapping[str, Any], cmp: Comparison,
-                       machine: "MachineComparison | None" = None, corrected: Comparison | None = None, *,
-                       like_for_like: str = "", exponent: float = 1.0) -> str:
-    """Reads like pytest-benchmark's comparison failure: what, how much, how sure, what to do. ``cmp`` is the
-    first measurement against the lock; ``corrected`` the comparison that decided: in ``like_for_like``
-    rounds (the machine as the lock's, within the tolerance), or beyond the most the machine explains."""
-    lines = [
-        f"autotune regression: kernel {kernel!r} in {nodeid} got slower than its lock allows",
-        f"  locked median {cmp.locked_median:.6g} ms (n={cmp.n_locked})  ->  now {cmp.new_median:.6g} ms "
-        f"(n={cmp.n_new}): {cmp.change_pct:+.1f}%" + (" (first measurement, all samples)" if corrected else ""),
-    ]
-    if machine is not None and corrected is not None:
-        lines.append(f"  {cmp.change_pct:+.0f}% against the lock; {machine.explains(exponent=exponent)}")
-    if corrected is not None and (machine is not None or like_for_like):
-        lines.append(f"  {corrected.change_pct:+.1f}% {'beyond it' if machine is not None else 'against the lock'}"
-                     + (f" in {like_for_like} (faster halves {corrected.locked_median:.6g} ms -> "
-                        f"{corrected.new_median:.6g} ms)" if like_for_like else ""))
-    shown = corrected if corrected is not None else cmp
-    lines += [
-        f"  tolerance {shown.tolerance_pct:.3g}%, Mann-Whitney U one-sided p = {shown.p_value:.3g} "
-        f"(alpha {shown.alpha:g})",
-        f"  locked params: {dict(entry['params'])}",
-        f"  if the slowdown is expected, re-tune with: {retune_command(nodeid)}",
-    ]
-    return "\n".join(lines)
-
-
 def _samples(m: Measurement) -> list[float]:
     return list(m.samples) if m.samples else [float(m.value)]  # type: ignore[arg-type]
 
 
-def _broken(kernel: str, nodeid: str, entry: Mapping[str, Any], measurement: Measurement, what: str = "") -> GateOutcome:
-    return GateOutcome("broken", None, measurement,
-                       f"autotune: the locked configuration of kernel {kernel!r} in {nodeid} no longer works{what} "
-                       f"({measurement.failure}): {measurement.detail.strip()[:2000]}\n"
-                       f"  locked params: {dict(entry['params'])}\n  re-tune with: {retune_command(nodeid)}")
-
-
-def _faster_message(kernel: str, nodeid: str, cmp: Comparison, against: str = "locked", extra: str = "") -> str:
-    return (f"kernel {kernel!r} is {-cmp.change_pct:.1f}% faster than {against} (p = {cmp.p_value:.3g}){extra}; "
-            f"consider updating the lock: {retune_command(nodeid)}")
+def _broken(case: GateCase, measurement: Measurement, what: str = "") -> GateOutcome:
+    return GateOutcome("broken", None, measurement, messages.broken(case, measurement, what))
 
 
 def run_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measurement: Measurement, tolerance: float,
@@ -225,14 +195,15 @@ def run_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measurement: Me
     runner-up share is what a toolchain, header, flag or environment
     regression looks like, since it hits every configuration of the kernel.
     """
+    case = GateCase(kernel, nodeid, entry, tolerance, alpha)
     if not measurement.ok:
-        return _broken(kernel, nodeid, entry, measurement)
+        return _broken(case, measurement)
     new_samples: Sequence[float] = _samples(measurement)
-    cmp = compare_samples(entry["samples"], new_samples, tolerance * 100.0, alpha)
+    cmp = case.compare(entry["samples"], new_samples)
     outcome = GateOutcome("pass", cmp, measurement, absolute=cmp)
     if cmp.slower and remeasure is not None:
         given = machine() if callable(machine) else machine
-        return _judge_in_rounds(kernel, nodeid, entry, outcome, tolerance, alpha, remeasure, given, probe, pin,
+        return _judge_in_rounds(case, outcome, remeasure, given, probe, pin,
                                 ROUND_PAUSES_S if pauses_s is None else pauses_s, measure_runner_up,
                                 MORE_ROUND_PAUSES_S if pauses_s is None else ())
     mc = None
@@ -243,127 +214,85 @@ def run_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measurement: Me
         mc = machine() if callable(machine) else machine
     outcome.machine = mc
     if cmp.slower:  # measured once, no fresh rounds: judged beyond the most the machine explains
-        corrected = compare_samples(entry["samples"], [x / mc.slowdown for x in new_samples], tolerance * 100.0,
-                                    alpha) if mc is not None else None
+        corrected = case.compare(entry["samples"], [x / mc.slowdown for x in new_samples]) if mc is not None else None
         if corrected is not None and not corrected.slower:
             outcome.verdict = "incomparable"
-            outcome.message = _incomparable_message(kernel, nodeid, cmp, mc)  # type: ignore[arg-type]
+            outcome.message = messages.incomparable(case, cmp, mc)  # type: ignore[arg-type]
         else:
             outcome.verdict = "slower"
-            outcome.message = regression_message(kernel, nodeid, entry, cmp, mc, corrected)
+            outcome.message = messages.regression(case, cmp, mc, corrected)
     elif cmp.faster:
-        if mc is not None and not compare_samples(entry["samples"], [x / mc.speedup for x in new_samples],
-                                                  tolerance * 100.0, alpha).faster:
-            outcome.notes.append(f"{-cmp.change_pct:.1f}% faster than locked, which the machine could explain "
-                                 f"({mc.explains(slower=False)})")
+        if mc is not None and not case.compare(entry["samples"], [x / mc.speedup for x in new_samples]).faster:
+            outcome.notes.append(messages.faster_explained(cmp, mc))
         else:
             outcome.verdict = "faster"
-            outcome.message = _faster_message(
-                kernel, nodeid, cmp, extra=f"; {mc.explains(slower=False)}" if mc is not None else "")
-    _check_ranking(outcome, entry, new_samples, measure_runner_up, tolerance, alpha, nodeid)
+            outcome.message = messages.faster(case, cmp, extra=f"; {mc.explains(slower=False)}" if mc is not None else "")
+    _check_ranking(case, outcome, new_samples, measure_runner_up)
     return outcome
 
 
-def _judge_in_rounds(kernel: str, nodeid: str, entry: Mapping[str, Any], outcome: GateOutcome, tolerance: float,
-                     alpha: float, remeasure: Measure, given: MachineComparison | None, probe: Probe | None,
-                     pin: Pin | None, pauses: Sequence[float],
+def _judge_in_rounds(case: GateCase, outcome: GateOutcome, remeasure: Measure, given: MachineComparison | None,
+                     probe: Probe | None, pin: Pin | None, pauses: Sequence[float],
                      measure_runner_up: Callable[[Mapping[str, Any]], Measurement] | None,
                      more_pauses: Sequence[float] = ()) -> GateOutcome:
-    """A suspected regression, judged in rounds beside the probes (see :func:`run_gate`).
-
-    Each round's faster half is divided by what the machine explains that round: the probes' point
-    estimate where they read like the lock's (faster or slower by at most the tolerance), that to
-    :data:`MISMATCH_EXPONENT` where they do not, the given comparison's most where one is given.
-    ``more_pauses`` continue the rounds where like-for-like rounds showed the slowdown but have not yet
-    decided it (see :data:`MORE_ROUND_PAUSES_S`)."""
+    """A suspected regression, judged in rounds beside the probes (see :func:`run_gate`): measure a round,
+    add it to the evidence, stop once the evidence decides. ``more_pauses`` continue the rounds where
+    like-for-like rounds showed the slowdown but have not yet decided it (see :data:`MORE_ROUND_PAUSES_S`)."""
     first = outcome.absolute
     assert first is not None
-    locked = faster_half(entry["samples"])
-    locked_median = float(np.median(locked))
-    like: list[float] = []
-    corrected: list[float] = []
-    like_machines: list[MachineComparison] = []
-    unlike_machines: list[MachineComparison] = []
-    like_rounds = 0
-    like_cpus: set[int | None] = set()
-    cpus: set[int | None] = set()
-    every: list[float] = []  # the latest round's samples, all of them (the runners-up are timed against them)
-    decided = False
+    evidence = RoundEvidence(case, RoundRules(LIKE_ROUNDS, ONE_CPU_ROUNDS, MIN_ROUNDS,
+                                              exponent=MISMATCH_EXPONENT if given is None else 1.0))
+    latest: list[float] = []  # the latest round's samples, all of them (the runners-up are timed against them)
+    decision: Decision | None = None
     for i, pause in enumerate([*pauses, *more_pauses]):
-        if i == len(pauses) and not like_rounds:
+        if i == len(pauses) and not evidence.like_rounds:
             break  # no like-for-like round: more rounds are unlikely to bring one, the correction decides
         r = measure_round(i, [remeasure], probe if given is None else None, pin, pause)
         if r.failed is not None:
-            return _broken(kernel, nodeid, entry, r.failed)
-        every = r.samples()
-        latest = faster_half(every)
-        mc = given if given is not None else (
-            compare_machines(entry.get("machine"), pool_probes(r.probes), tolerance, bounds=False)
-            if r.probes else None)
-        is_like = mc is None or (given is None and mc.like_the_locks)
-        divisor = (1.0 if mc is None else max(1.0, mc.slowdown) if given is not None else
-                   round_divisor(mc.factor, is_like))
-        # back within the tolerance of the lock (on a machine faster than the lock's, beyond what that
-        # explains: a faster machine hides a slowdown, it never fades one): a passing load
-        against_lock = float(np.median(latest)) / locked_median
-        change = against_lock / min(1.0, divisor) - 1.0
-        outcome.rounds.append({"cpu": r.cpu, "like": is_like, "machine": None if mc is None else round(mc.factor, 3),
-                               "change_pct": round(100 * (against_lock - 1), 1)})
-        if change <= tolerance:
-            outcome.comparison = compare_samples(locked, latest, tolerance * 100.0, alpha)
-            outcome.notes.append(f"a suspected regression ({first.change_pct:+.1f}%) did not persist: "
-                                 f"{100 * change:+.1f}% in fresh round {i + 1}")
-            _check_ranking(outcome, entry, every, measure_runner_up, tolerance, alpha, nodeid)
-            return outcome
-        corrected.extend(x / divisor for x in latest)
-        cpus.add(r.cpu)
-        if mc is not None:
-            (like_machines if is_like else unlike_machines).append(mc)
-        if is_like:
-            like.extend(x / divisor for x in latest)
-            like_rounds += 1
-            like_cpus.add(r.cpu)
-        if like_rounds >= LIKE_ROUNDS and len(like_cpus) >= min(2, len(cpus)) and i + 1 >= MIN_ROUNDS:
-            judged = compare_samples(locked, like, tolerance * 100.0, alpha)
-            if judged.slower:
-                which = "like-for-like" if like_machines else "fresh"
-                _slower_in_like_rounds(kernel, nodeid, entry, outcome, first, judged, like_machines,
-                                       f"{like_rounds} {which} rounds")
-                decided = True
-                break
-    if not decided and like_rounds >= ONE_CPU_ROUNDS and len(like_cpus) == 1 < len(cpus):
-        judged = compare_samples(locked, like, tolerance * 100.0, alpha)
-        if judged.slower:
-            _slower_in_like_rounds(kernel, nodeid, entry, outcome, first, judged, like_machines,
-                                   f"{like_rounds} like-for-like rounds, all on CPU {next(iter(like_cpus))}: no "
-                                   f"other CPU read like the lock's in {len(outcome.rounds)} rounds")
-            decided = True
-    if not decided:
-        beyond = compare_samples(locked, corrected, tolerance * 100.0, alpha)
-        outcome.comparison = beyond
-        worst = max(unlike_machines, key=lambda m: m.factor) if unlike_machines else None
-        outcome.machine = worst
-        exponent = MISMATCH_EXPONENT if given is None else 1.0
-        if beyond.slower:
-            outcome.verdict = "slower"
-            outcome.message = regression_message(kernel, nodeid, entry, first, worst, beyond, exponent=exponent)
-        elif worst is not None:
-            outcome.verdict = "incomparable"
-            outcome.message = _incomparable_message(kernel, nodeid, first, worst, exponent)
-        else:  # slower in each round, but not significantly over them
-            outcome.notes.append(f"slower in {like_rounds} like-for-like rounds, but not significantly "
-                                 f"({beyond.change_pct:+.1f}%, p = {beyond.p_value:.3g})")
-    _check_ranking(outcome, entry, every, measure_runner_up, tolerance, alpha, nodeid)
+            return _broken(case, r.failed)
+        latest = r.samples()
+        evidence.add(_read_round(case, r, given))
+        decision = evidence.decision()
+        if decision is not None:
+            break
+    if decision is None:
+        decision = evidence.decision(last=True)
+    assert decision is not None
+    outcome.rounds = evidence.rows()
+    _conclude(case, outcome, first, decision)
+    _check_ranking(case, outcome, latest, measure_runner_up)
     return outcome
 
 
-def _slower_in_like_rounds(kernel: str, nodeid: str, entry: Mapping[str, Any], outcome: GateOutcome,
-                           first: Comparison, judged: Comparison, like_machines: list[MachineComparison],
-                           where: str) -> None:
-    """The verdict of a slowdown shown in like-for-like rounds (``where`` says which)."""
-    outcome.verdict, outcome.comparison = "slower", judged
-    outcome.machine = max(like_machines, key=lambda m: m.factor) if like_machines else None
-    outcome.message = regression_message(kernel, nodeid, entry, first, outcome.machine, judged, like_for_like=where)
+def _read_round(case: GateCase, r: Round, given: MachineComparison | None) -> FreshRound:
+    """What a measured round is as evidence: the machine that round (the given comparison, else the round's
+    probes against the lock's), whether it is like-for-like, and what the machine explains of it: the
+    probes' point estimate where they read like the lock's (faster or slower by at most the tolerance),
+    that to :data:`MISMATCH_EXPONENT` where they do not, the given comparison's most where one is given."""
+    mc = given if given is not None else (
+        compare_machines(case.entry.get("machine"), pool_probes(r.probes), case.tolerance, bounds=False)
+        if r.probes else None)
+    like = mc is None or (given is None and mc.like_the_locks)
+    divisor = 1.0 if mc is None else max(1.0, mc.slowdown) if given is not None else round_divisor(mc.factor, like)
+    return FreshRound(r.cpu, faster_half(r.samples()), mc, like, divisor)
+
+
+def _conclude(case: GateCase, outcome: GateOutcome, first: Comparison, decision: Decision) -> None:
+    """The outcome of what the rounds decided, worded by :mod:`.messages`."""
+    outcome.verdict, outcome.comparison = decision.verdict, decision.comparison
+    if isinstance(decision, Faded):
+        outcome.notes.append(messages.faded(first, decision))
+    elif isinstance(decision, SlowerLikeForLike):
+        outcome.machine = decision.machine
+        outcome.message = messages.slower_like_for_like(case, first, decision)
+    elif isinstance(decision, SlowerBeyondMachine):
+        outcome.machine = decision.machine
+        outcome.message = messages.slower_beyond_machine(case, first, decision)
+    elif isinstance(decision, MachineExplains):
+        outcome.machine = decision.machine
+        outcome.message = messages.machine_explains(case, first, decision)
+    elif isinstance(decision, NotSignificant):
+        outcome.notes.append(messages.not_significant(decision))
 
 
 def round_divisor(factor: float, like: bool) -> float:
@@ -372,38 +301,22 @@ def round_divisor(factor: float, like: bool) -> float:
     return factor if like else factor ** MISMATCH_EXPONENT
 
 
-def _check_ranking(outcome: GateOutcome, entry: Mapping[str, Any], winner_samples: Sequence[float],
-                   measure_runner_up: Callable[[Mapping[str, Any]], Measurement] | None, tolerance: float,
-                   alpha: float, nodeid: str) -> None:
+def _check_ranking(case: GateCase, outcome: GateOutcome, winner_samples: Sequence[float],
+                   measure_runner_up: Callable[[Mapping[str, Any]], Measurement] | None) -> None:
     """Re-time the runners-up: one that now beats the winner significantly marks the ranking stale."""
     if measure_runner_up is None:
         return
-    for up in entry.get("runners_up", []) or []:
+    for up in case.entry.get("runners_up", []) or []:
         m = measure_runner_up(up["params"])
         if not m.ok:
             continue
         # "faster" here means the runner-up beats the winner's fresh samples significantly.
-        rival = compare_samples(winner_samples, m.samples or [m.value], tolerance * 100.0, alpha)
+        rival = case.compare(winner_samples, m.samples or [m.value])
         if rival.faster:
             outcome.stale_ranking.append({"params": dict(up["params"]), "median": rival.new_median,
                                           "change_pct": rival.change_pct, "p_value": rival.p_value})
     if outcome.stale_ranking:
-        outcome.notes.append(f"the winner lost its rank: runner-up {outcome.stale_ranking[0]['params']} now "
-                             f"beats it ({outcome.stale_ranking[0]['change_pct']:+.0f}%); re-tune: "
-                             f"{retune_command(nodeid)}")
-
-
-def _incomparable_message(kernel: str, nodeid: str, cmp: Comparison, machine: MachineComparison,
-                          exponent: float = 1.0) -> str:
-    return (f"autotune: kernel {kernel!r} in {nodeid} not comparable with its lock: {cmp.change_pct:+.1f}% against "
-            f"the locked samples, and {machine.explains(exponent=exponent)}; {machine.describe()} "
-            f"(probes {_fmt_changes(machine)}). "
-            "Beyond the machine the kernel is within its tolerance. Gate on a machine like the "
-            "lock's, or add a lockfile for this one (the pytest_autotune_lockfile_name hook)")
-
-
-def _fmt_changes(machine: MachineComparison) -> str:
-    return ", ".join(f"{name} {change:+.0f}%" for name, change in sorted(machine.changes.items()))
+        outcome.notes.append(messages.lost_rank(outcome.stale_ranking, case.nodeid))
 
 
 def interleaved(measure_a: Measure, measure_b: Measure, rounds: int, warmup_rounds: int = 1
@@ -429,24 +342,6 @@ def interleaved(measure_a: Measure, measure_b: Measure, rounds: int, warmup_roun
     return a, b, None, None
 
 
-def ab_message(kernel: str, nodeid: str, entry: Mapping[str, Any], cmp: Comparison, rounds: int,
-               absolute: Comparison | None, blocks: int = 1) -> str:
-    where = f"{rounds} interleaved rounds" + (f", slower in each of {blocks} blocks (the weakest shown)"
-                                               if blocks > 1 else "")
-    lines = [
-        f"autotune regression: kernel {kernel!r} in {nodeid} got slower with the source edit",
-        f"  A/B on this machine at the locked params, {where}: locked source "
-        f"{cmp.locked_median:.6g} ms (n={cmp.n_locked})  ->  current source {cmp.new_median:.6g} ms "
-        f"(n={cmp.n_new}): {cmp.change_pct:+.1f}%",
-        f"  tolerance {cmp.tolerance_pct:.3g}%, Mann-Whitney U one-sided p = {cmp.p_value:.3g} (alpha {cmp.alpha:g})",
-    ]
-    if absolute is not None:
-        lines.append(f"  against the lock's samples: {absolute.change_pct:+.1f}% (includes any machine difference)")
-    lines += [f"  locked params: {dict(entry['params'])}",
-              f"  if the slowdown is expected, re-tune with: {retune_command(nodeid)}"]
-    return "\n".join(lines)
-
-
 def run_ab_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measure_locked: Measure, measure_current: Measure,
                 tolerance: float, alpha: float, rounds: int = AB_ROUNDS, *, confirm_blocks: int = AB_CONFIRM_BLOCKS,
                 pause_s: float = CONFIRM_PAUSE_S) -> GateOutcome:
@@ -461,6 +356,7 @@ def run_ab_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measure_lock
     source no longer builds or runs here, :class:`LockedSourceUnusable` is
     raised and the caller falls back to :func:`run_gate`.
     """
+    case = GateCase(kernel, nodeid, entry, tolerance, alpha)
     blocks: list[Comparison] = []
     b: list[float] = []
     while True:
@@ -469,29 +365,28 @@ def run_ab_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measure_lock
         a, b, failed_a, failed_b = interleaved(measure_locked, measure_current, rounds,
                                                warmup_rounds=0 if blocks else 1)
         if failed_b is not None:
-            return _broken(kernel, nodeid, entry, failed_b, " with the edited source")
+            return _broken(case, failed_b, " with the edited source")
         if failed_a is not None:
             raise LockedSourceUnusable(f"{failed_a.failure}: {failed_a.detail.strip()[:300]}")
         # The faster half of each side: preemption and a busy neighbour only ever add time, and they add
         # it to both sides alike, which compresses the ratio of medians (a +30 % edit read +13..+26 % at
         # load 8); the lower quartile keeps the kernels' own cost.
-        blocks.append(compare_samples(faster_half(a), faster_half(b), tolerance * 100.0, alpha))
+        blocks.append(case.compare(faster_half(a), faster_half(b)))
         if not blocks[-1].slower or len(blocks) > confirm_blocks:
             break
     # a regression is reported at its weakest block; a pass by the block that cleared it
     cmp = blocks[-1] if not blocks[-1].slower else min(blocks, key=lambda c: c.change_pct)
-    absolute = compare_samples(entry["samples"], b, tolerance * 100.0, alpha)
+    absolute = case.compare(entry["samples"], b)
     current = Measurement(params=dict(entry["params"]), value=cmp.new_median, samples=b)
     outcome = GateOutcome("pass", cmp, current, method="a/b", absolute=absolute)
     if len(blocks) > 1 and not cmp.slower:
-        outcome.notes.append(f"a suspected slowdown ({blocks[0].change_pct:+.1f}%) did not persist in a later "
-                             f"A/B block ({cmp.change_pct:+.1f}%)")
+        outcome.notes.append(messages.ab_faded(blocks[0], cmp))
     if cmp.slower:
         outcome.verdict = "slower"
-        outcome.message = ab_message(kernel, nodeid, entry, cmp, rounds, absolute, len(blocks))
+        outcome.message = messages.ab_regression(case, cmp, rounds, absolute, len(blocks))
     elif cmp.faster:
         outcome.verdict = "faster"
-        outcome.message = _faster_message(kernel, nodeid, cmp, "its locked source (A/B)")
+        outcome.message = messages.faster(case, cmp, "its locked source (A/B)")
     return outcome
 
 
