@@ -20,6 +20,10 @@ This module measures and applies; the rounds' evidence and what it decides are
 :mod:`.evidence`, the wording of every message :mod:`.messages`. Kept free of
 pytest so the decision can be tested (and reused) on its own: the plugin turns
 a :class:`GateOutcome` into ``pytest.fail`` or a summary row.
+
+The constants below are the gate's rules; how each was chosen, with the
+measurements and their results files, is in the manual:
+``docs/explanation/gate-machine-differences.md#how-the-constants-were-chosen``.
 """
 from __future__ import annotations
 
@@ -45,47 +49,38 @@ __all__ = ["AB_ROUNDS", "AB_CONFIRM_BLOCKS", "CONFIRM_PAUSE_S", "ROUND_PAUSES_S"
 AB_ROUNDS = 3  # interleaved rounds of locked and current source
 AB_CONFIRM_BLOCKS = 2  # further A/B blocks a suspected regression of an edit must survive
 CONFIRM_PAUSE_S = 0.1
-"""Pause before each further A/B block. Measurements taken back to back share one scheduling window: on a
-shared 2-core host, two worker processes stayed on unequal CPUs for a whole A/B block and read 1.5x
-apart with identical sources (about one block in ten, at load 5); 0.1-0.2 s later the same pair read
-1.0x. Samples within a window are not independent; pausing lets the next window be a new draw."""
+"""Pause before each further A/B block, so that it is a new draw of the machine's scheduling, not the same
+window again. Measured: docs/explanation/gate-machine-differences.md#confirm_pause_s"""
 
 ROUND_PAUSES_S = (0.1, 0.3, 0.5, 0.2, 0.7, 0.3, 1.0, 0.5, 1.5, 0.5, 2.0, 1.0)
-"""The pause before each fresh round of a suspected regression (at most 12 rounds, 8.6 s of pauses). The
-machine's states last from a fraction of a second to seconds, per CPU; the rounds take the CPUs in turn,
-and pauses of varied length give each round a fresh draw. A real regression costs :data:`LIKE_ROUNDS`
-rounds where the machine reads like the lock's; only a machine that stays unlike the lock's uses them all
-(on the CI host, quiet, the probes of a 128 KiB kernel read like the lock's in 11 % of rounds)."""
+"""The pause before each fresh round of a suspected regression (at most 12 rounds, 8.6 s of pauses): varied
+lengths, so that each round meets the machine in a fresh state. Measured:
+docs/explanation/gate-machine-differences.md#round_pauses_s"""
 
 MORE_ROUND_PAUSES_S = (0.5, 1.0, 0.3, 1.5, 0.7, 2.0, 0.5, 1.0)
-"""Further rounds (7.5 s of pauses at most), taken only when like-for-like rounds showed the slowdown but
-not yet in :data:`LIKE_ROUNDS` rounds on two CPUs by the end of :data:`ROUND_PAUSES_S`: the evidence is
-there, the machine has not yet offered the second CPU like the lock's. With busy neighbours on a 2-core
-host, one CPU can stay unlike the lock's for the whole first schedule; a kernel that shows no
-like-for-like round at all does not pay for them (its verdict rests on the correction)."""
+"""Further rounds (7.5 s of pauses at most), only where like-for-like rounds showed the slowdown but not yet
+in :data:`LIKE_ROUNDS` rounds on two CPUs: the evidence is there, the second CPU has not yet read like the
+lock's. Measured: docs/explanation/gate-machine-differences.md#more_round_pauses_s"""
 
 LIKE_ROUNDS = 2
-"""Like-for-like rounds (probes within the tolerance of the lock's) a slowdown must show in, significant
-over their pooled samples, on two CPUs where the rounds took two: a neighbour that competed for one CPU's
-caches for a moment is not on the other."""
+"""Like-for-like rounds a slowdown must show in, significant over their pooled samples, on two CPUs where the
+rounds took two: a neighbour that disturbed one CPU for a moment is not on the other. Measured:
+docs/explanation/gate-machine-differences.md#like_rounds"""
 
 ONE_CPU_ROUNDS = 3
-"""Like-for-like rounds that decide a slowdown on one CPU alone, once every round has been used and the other
-CPU never read like the lock's. With two busy neighbours on a 2-core host one CPU can stay unlike the lock's
-for all 20 rounds (about 16 s) while the other shows the kernel +30-40 % in its like-for-like rounds; a
-neighbour that touched that CPU for a moment is not there in 3 rounds spread over the schedule."""
+"""Like-for-like rounds that decide a slowdown on one CPU alone, once every round is used and no other CPU
+read like the lock's: rounds spread over the whole schedule are no passing neighbour. Measured:
+docs/explanation/gate-machine-differences.md#one_cpu_rounds"""
 
 MIN_ROUNDS = 6
-"""Fresh rounds before a slowdown in like-for-like rounds is final: every round is a chance for the kernel
-to read at its lock's speed again. The probes can read like the lock's while the kernel sits in a slower
-state they miss (measured: a 128 KiB kernel at +30 % beside probes at +8 %, in 2 rounds); an unchanged
-kernel comes back to its lock's speed in one of the later rounds, a slower one never does."""
+"""Fresh rounds before a slowdown in like-for-like rounds is final: the probes can miss a slow state the
+kernel is in, and an unchanged kernel comes back to its lock's speed in a later round. Measured:
+docs/explanation/gate-machine-differences.md#min_rounds"""
 
 MISMATCH_EXPONENT = 2.0
-"""Where the machine stays unlike the lock's, the most it explains is its probes' slowdown to this power.
-A kernel can feel a contention more than the probe sized to it: on the CI host, in the slow state, the
-128 KiB compute kernel took 2.0x its best time while the triad probe beside it took 1.63x (an exponent
-of 1.42). Squared leaves a margin; it still sees a 3x regression through a machine 1.6x slower."""
+"""Where the machine stays unlike the lock's, the most it explains is its probes' slowdown to this power: a
+kernel can feel a contention more than the probe sized to it. Measured:
+docs/explanation/gate-machine-differences.md#mismatch_exponent"""
 
 
 @dataclass
