@@ -45,11 +45,8 @@ LOCK_ROUNDS = 6
 LOCK_PAUSE_S = 0.1
 LOCK_MORE_PAUSES_S = (0.3, 0.7, 1.0, 0.5, 1.5, 0.3, 2.0, 1.0)
 """The lock's further rounds, one after each pause (7.3 s in all), where the tuning's time allows them (see
-:data:`LOCK_PATIENCE`). Six rounds span about a second, and the CI host's slow state can last for seconds:
-6 of 24 spans of 4 rounds (1.5 s) read the 128 KiB kernel at 0.35 ms or more in every round, its fast state
-being 0.24 ms. A lock recorded in such a span (0.34 ms) passed the kernel made 1.3x slower in 58 of 75 gates;
-locks recorded in the fast state (0.25 ms) passed it in 0 of 150. Spread over more seconds, the lock's rounds
-are likelier to meet the fast state."""
+:data:`LOCK_PATIENCE`): a slow state can outlast six rounds, and spread over more seconds the lock's rounds
+are likelier to meet the fast state. Measured: docs/explanation/gate-machine-differences.md#lock_more_pauses_s"""
 LOCK_PATIENCE = 0.1
 """The share of the tuning's wall time the lock's further rounds may spend in pauses (all of
 :data:`LOCK_MORE_PAUSES_S` once tuning took 73 s): a test suite's seconds-long tunes of tiny kernels pay
