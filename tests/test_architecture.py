@@ -173,3 +173,19 @@ def test_entry_points_resolve():
     importlib.import_module(found["autotune"])
     scripts = {ep.name: ep for ep in entry_points(group="console_scripts")}
     assert callable(scripts["pytest-autotune"].load())
+
+
+def test_every_error_of_the_package_has_one_root() -> None:
+    """``except AutotuneError`` catches every error the package raises on purpose (control-flow signals
+    private to a module, named with a leading underscore, excepted)."""
+    from pytest_autotune.errors import AutotuneError
+
+    orphans = []
+    for name in sorted(n for n in MODULES if not n.endswith("__main__")):  # __main__ runs the CLI
+        module = importlib.import_module(name)
+        for attr, obj in vars(module).items():
+            if (isinstance(obj, type) and issubclass(obj, Exception) and not issubclass(obj, Warning)
+                    and obj.__module__ == name and not attr.startswith("_")
+                    and not issubclass(obj, AutotuneError)):
+                orphans.append(f"{name}.{attr}")
+    assert not orphans, f"errors without the root class AutotuneError: {orphans}"

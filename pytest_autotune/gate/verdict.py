@@ -32,6 +32,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
+from ..errors import AutotuneError
 from ..lock.problem import problem_change
 from ..measure.timing import Comparison, faster_half
 from ..results import Measurement
@@ -385,5 +386,5 @@ def run_ab_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measure_lock
     return outcome
 
 
-class LockedSourceUnusable(Exception):
+class LockedSourceUnusable(AutotuneError):
     """The locked source no longer builds or runs here (a header changed, say): no A/B comparison."""

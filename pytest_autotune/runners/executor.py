@@ -26,6 +26,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from ..errors import AutotuneError
 from ..measure.timing import EarlyStop, MeasureOptions, TimingStats, time_runs
 from ..results import FailureKind, Measurement
 from ..measure.verify import verify_outputs
@@ -43,7 +44,7 @@ def _no_heartbeat(phase: str) -> None:
     return None
 
 
-class CompileFailed(Exception):
+class CompileFailed(AutotuneError):
     """Raised by a backend's ``compile`` hook; ``log`` is the compiler output."""
 
     def __init__(self, log: str) -> None:
@@ -52,7 +53,7 @@ class CompileFailed(Exception):
 
 
 @dataclass
-class RunFailure(Exception):
+class RunFailure(AutotuneError):
     """Raised by backend hooks when a launch or a run fails."""
 
     kind: FailureKind
