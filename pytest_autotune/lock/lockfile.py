@@ -21,14 +21,10 @@ schema, invalid entry) raises :class:`LockfileError` and is never modified.
 """
 from __future__ import annotations
 
-from ..errors import AutotuneError
 import contextlib
 import datetime as _dt
-import enum
 import json
-import math
 import os
-import re
 import stat
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
@@ -38,8 +34,8 @@ from typing import Any, Protocol, Union
 
 import filelock
 
-from .names import is_header_name, is_stored_name
-from .problem import problem_error
+from .entry import MAX_DEPTH, SIGNIFICANT_DIGITS, InvalidField, LockEntry, describe_value, normalize_entry, plain_data
+from .errors import SCHEMA_VERSION, InvalidEntryError, LockfileError, LockTimeoutError, NewerSchemaError
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -50,6 +46,7 @@ __all__ = [
     "NewerSchemaError",
     "LockTimeoutError",
     "Lockfile",
+    "LockEntry",
     "entry_key",
     "lockfile_path",
     "parse_lockfile",
@@ -63,17 +60,14 @@ __all__ = [
     "utc_timestamp",
 ]
 
-SCHEMA_VERSION = 2
-"""Schema this version reads and writes; a file with a higher one is refused, never rewritten."""
-
-SIGNIFICANT_DIGITS = 6
-"""Timing fields (``samples``, ``stats``, runner-up medians/samples) are rounded to this many
-significant digits: far below measurement noise, and re-serialising a value read back is a no-op."""
 
 DEFAULT_LOCK_TIMEOUT = 60.0
 """Seconds :func:`merge_entries` waits for another writer before giving up (a merge takes milliseconds)."""
 
 KEY_SEPARATOR = "::"
+
+MAX_LOCKFILE_BYTES = 64 << 20
+"""A lockfile larger than this is refused unread (a lock of a few hundred kernels is a few MB)."""
 
 _GITIGNORE = (
     "# Created by pytest-autotune. The *.json files are meant to be committed;\n"
@@ -82,62 +76,11 @@ _GITIGNORE = (
 )
 
 
-# --------------------------------------------------------------------------- errors
-
-
-class LockfileError(AutotuneError):
-    """A lockfile that cannot be used as is; the file is reported and never modified.
-
-    ``path`` is the offending file (``None`` for data not read from or bound for a file).
-    The arguments are kept in ``args`` so the error survives pickling (xdist, multiprocessing).
-    """
-
-    def __init__(self, path: str | os.PathLike[str] | None, reason: str) -> None:
-        super().__init__(path, reason)
-        self.path = Path(path) if path is not None else None
-        self.reason = reason
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.reason}" if self.path is not None else self.reason
-
-
-class InvalidEntryError(LockfileError, ValueError):
-    """An entry (read from a file or about to be written) does not match the schema."""
-
-    def __init__(self, path: str | os.PathLike[str] | None, key: str, reason: str) -> None:
-        super().__init__(path, f"entry {key!r}: {reason}")
-        self.args = (path, key, reason)
-        self.key = key
-
-
-class NewerSchemaError(LockfileError):
-    """The file was written by a newer pytest-autotune with a schema we do not know."""
-
-    def __init__(self, path: str | os.PathLike[str] | None, found: int) -> None:
-        super().__init__(
-            path,
-            f"schema {found} was written by a newer pytest-autotune (this version reads schema "
-            f"{SCHEMA_VERSION}); upgrade pytest-autotune",
-        )
-        self.args = (path, found)
-        self.found = found
-
-
-class LockTimeoutError(LockfileError, TimeoutError):
-    """Another process held the write lock for longer than the timeout."""
-
-    def __init__(self, path: str | os.PathLike[str] | None, lock_path: str, timeout: float) -> None:
-        super().__init__(
-            path,
-            f"could not acquire the write lock {lock_path} within {timeout:g} s; another pytest-autotune "
-            "process is writing this lockfile (if none is running, the lock file is stale: delete it)",
-        )
-        self.args = (path, lock_path, timeout)
-        self.lock_path = lock_path
-        self.timeout = timeout
-
-
 # --------------------------------------------------------------------------- model
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
 
 
 class _AsDict(Protocol):
@@ -156,9 +99,9 @@ class Lockfile:
 
     schema: int = SCHEMA_VERSION
     device: dict[str, Any] = field(default_factory=dict)  # DeviceInfo.as_dict() of the latest writer
-    entries: dict[str, dict[str, Any]] = field(default_factory=dict)
+    entries: dict[str, LockEntry] = field(default_factory=dict)
 
-    def get(self, key: str) -> dict[str, Any] | None:
+    def get(self, key: str) -> LockEntry | None:
         return self.entries.get(key)
 
     def to_dict(self) -> dict[str, Any]:
@@ -198,298 +141,15 @@ def utc_timestamp(now: _dt.datetime | None = None) -> str:
     return now.astimezone(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-# --------------------------------------------------------------------------- normalisation / validation
-
-
-class _Invalid(Exception):
-    """Internal: a validation failure at a dotted location inside an entry."""
-
-    def __init__(self, where: str, reason: str) -> None:
-        super().__init__(f"{where}: {reason}" if where else reason)
-
-
-def _join(where: str, part: str | int) -> str:
-    if isinstance(part, int):
-        return f"{where}[{part}]"
-    return f"{where}.{part}" if where else part
-
-
-def _describe(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _round_sig(x: float) -> float:
-    return float(format(x, f".{SIGNIFICANT_DIGITS}g"))
-
-
-MAX_DEPTH = 32
-"""Nesting deeper than this is refused: no field of an entry nests more than a few levels, and a lock from a
-pull request must not exhaust the reader's stack."""
-MAX_LOCKFILE_BYTES = 64 << 20
-"""A lockfile larger than this is refused unread (a lock of a few hundred kernels is a few MB)."""
-
-
-def _plain(value: Any, where: str, *, round_floats: bool = False, depth: int = 0) -> Any:
-    """Convert to plain JSON data (dict/list/str/int/float/bool/None), rejecting what JSON cannot hold
-    faithfully: non-string keys, NaN/infinity, arbitrary objects. numpy scalars and arrays, tuples and
-    enums are converted, so the plugin can hand over what its runners produce."""
-    if depth > MAX_DEPTH:
-        raise _Invalid(where, f"is nested more than {MAX_DEPTH} levels deep")
-    if isinstance(value, enum.Enum):
-        value = value.value
-    if value is None or isinstance(value, bool):
-        return value
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        x = float(value)
-        if not math.isfinite(x):
-            raise _Invalid(where, f"must be a finite number, got {x!r}")
-        return _round_sig(x) if round_floats else x
-    if isinstance(value, str):
-        return str(value)
-    if isinstance(value, Mapping):
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            if isinstance(k, enum.Enum):
-                k = k.value
-            if not isinstance(k, str):
-                raise _Invalid(where, f"keys must be strings, got {_describe(k)}")
-            out[str(k)] = _plain(v, _join(where, str(k)), round_floats=round_floats, depth=depth + 1)
-        return out
-    if isinstance(value, (list, tuple)):
-        return [_plain(v, _join(where, i), round_floats=round_floats, depth=depth + 1) for i, v in enumerate(value)]
-    tolist = getattr(value, "tolist", None)  # numpy (and cupy-on-host) arrays and scalars
-    if callable(tolist) and hasattr(value, "dtype"):
-        return _plain(tolist(), where, round_floats=round_floats, depth=depth)
-    raise _Invalid(where, f"is not JSON data: {type(value).__name__} {_describe(value)}")
-
-
-def _is_number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-
-def _is_int(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-def _need_mapping(entry: dict[str, Any], name: str, where: str | None = None) -> dict[str, Any]:
-    value = entry.get(name)
-    where = where or name
-    if name not in entry:
-        raise _Invalid(where, "is required")
-    if not isinstance(value, dict):
-        raise _Invalid(where, f"must be an object, got {_describe(value)}")
-    return value
-
-
-def _need_number(obj: dict[str, Any], name: str, where: str) -> None:
-    if name not in obj:
-        raise _Invalid(_join(where, name), "is required")
-    if not _is_number(obj[name]):
-        raise _Invalid(_join(where, name), f"must be a number, got {_describe(obj[name])}")
-
-
-def _check_samples(value: Any, where: str, *, empty: bool = False) -> None:
-    if not isinstance(value, list) or not all(_is_number(x) for x in value):
-        raise _Invalid(where, f"must be a list of numbers, got {_describe(value)}")
-    if not value and not empty:
-        raise _Invalid(where, "must hold at least one measurement, got []")
-    if any(x < 0 for x in value):
-        raise _Invalid(where, f"must hold measurements (numbers >= 0), got {_describe(min(value))}")
-
-
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-MAX_TEXT = 4096  # characters of a parameter value or a name: longer is no kernel's
-
-
-def _check_params(value: Any, where: str) -> None:
-    """Parameter names are identifiers and values are scalars: what ``#define NAME value`` can hold at all
-    (whether a value is one the marker declares is decided where the space is known, :mod:`..gate.trust`)."""
-    if not isinstance(value, dict):
-        raise _Invalid(where, f"must be an object, got {_describe(value)}")
-    for name, v in value.items():
-        if not _IDENTIFIER.match(name):
-            raise _Invalid(_join(where, name), "is not a parameter name (an identifier)")
-        if isinstance(v, str):
-            if len(v) > MAX_TEXT or any(c in v for c in "\n\r\0"):
-                raise _Invalid(_join(where, name), f"= {_describe(v)} is not a single-line value")
-        elif not (v is None or isinstance(v, (bool, int, float))) or v is None:
-            raise _Invalid(_join(where, name), f"must be a number, string or boolean, got {_describe(v)}")
-
-
-def _check_text(entry: dict[str, Any], name: str, pattern: "re.Pattern[str] | None" = None, what: str = "") -> None:
-    if name not in entry:
-        return
-    value = entry[name]
-    if not isinstance(value, str) or len(value) > MAX_TEXT:
-        raise _Invalid(name, f"must be a string, got {_describe(value)}")
-    if pattern is not None and not pattern.match(value):
-        raise _Invalid(name, f"= {_describe(value)} is not {what}")
-
-
-def _check_str(entry: dict[str, Any], name: str) -> None:
-    if name in entry and not isinstance(entry[name], str):
-        raise _Invalid(name, f"must be a string, got {_describe(entry[name])}")
-
-
-def _check_timestamp(value: Any) -> None:
-    if not isinstance(value, str):
-        raise _Invalid("timestamp", f"must be an ISO 8601 UTC string, got {_describe(value)}")
-    text = value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value
-    try:
-        parsed = _dt.datetime.fromisoformat(text)
-    except ValueError:
-        raise _Invalid("timestamp", f"is not ISO 8601: {value!r}") from None
-    if parsed.utcoffset() != _dt.timedelta(0):
-        raise _Invalid("timestamp", f"must be in UTC (ending in Z or +00:00): {value!r}")
-
-
-def _check_source_fields(out: dict[str, Any]) -> None:
-    """``source_file`` and the ``headers`` values name stored sources (``sources/<digest>.<ext>``), header names
-    are relative paths inside the kernel's folders: nothing an entry names can point out of the lock."""
-    if "source_file" in out and out["source_file"] != "" and not is_stored_name(out["source_file"]):
-        raise _Invalid("source_file", f"= {_describe(out['source_file'])} is not a stored source's name "
-                                      "(sources/<digest>.<ext>)")
-    if "headers" in out:
-        for name, stored in _need_mapping(out, "headers").items():
-            if not is_header_name(name):
-                raise _Invalid(_join("headers", name), "is not a relative header path inside the kernel's "
-                                                       "folders (no '..', no absolute path)")
-            if not is_stored_name(stored):
-                raise _Invalid(_join("headers", name), f"= {_describe(stored)} is not a stored source's name "
-                                                       "(sources/<digest>.<ext>)")
-    _check_text(out, "kernel_name")
-    if "compiler_options" in out:
-        options = out["compiler_options"]
-        if not isinstance(options, list) or not all(isinstance(o, str) and len(o) <= MAX_TEXT for o in options):
-            raise _Invalid("compiler_options", f"must be a list of strings, got {_describe(options)}")
-
-
-# Fields whose floats are measurements (rounded); everything else (params, tolerance, ...) is kept exact.
-_ROUNDED_FIELDS = ("stats", "samples")
-_REQUIRED_STATS = ("median", "mean", "min", "iqr")
-
-
-def _normalize_entry(entry: Any) -> dict[str, Any]:
-    if not isinstance(entry, Mapping):
-        raise _Invalid("", f"must be an object, got {_describe(entry)}")
-    out: dict[str, Any] = {}
-    for name, value in entry.items():
-        if isinstance(name, enum.Enum):
-            name = name.value
-        if not isinstance(name, str):
-            raise _Invalid("", f"field names must be strings, got {_describe(name)}")
-        if name == "runners_up" and isinstance(value, (list, tuple)):
-            # Each runner-up's median/samples are measurements (rounded); its params stay exact.
-            items = []
-            for i, item in enumerate(value):
-                where = _join("runners_up", i)
-                if not isinstance(item, Mapping):
-                    raise _Invalid(where, f"must be an object, got {_describe(item)}")
-                plain = _plain({k: v for k, v in item.items() if k not in ("median", "samples")}, where)
-                for k in ("median", "samples"):
-                    if k in item:
-                        plain[k] = _plain(item[k], _join(where, k), round_floats=True)
-                items.append(plain)
-            out[name] = items
-        else:
-            out[name] = _plain(value, name, round_floats=name in _ROUNDED_FIELDS)
-
-    # Required fields.
-    _need_mapping(out, "params")
-    _check_params(out["params"], "params")
-    stats = _need_mapping(out, "stats")
-    for name in _REQUIRED_STATS:
-        _need_number(stats, name, "stats")
-    if not stats["median"] > 0:
-        raise _Invalid("stats.median", f"must be a positive time, got {_describe(stats['median'])}")
-    if "n" not in stats:
-        raise _Invalid("stats.n", "is required")
-    if not _is_int(stats["n"]) or stats["n"] < 1:
-        raise _Invalid("stats.n", f"must be a positive integer, got {_describe(stats['n'])}")
-    for name, value in stats.items():
-        if not _is_number(value):
-            raise _Invalid(_join("stats", name), f"must be a number, got {_describe(value)}")
-    if "samples" not in out:
-        raise _Invalid("samples", "is required")
-    _check_samples(out["samples"], "samples")
-    hashes = _need_mapping(out, "hashes")
-    for name in ("source", "space", "problem"):
-        if not isinstance(hashes.get(name), str) or not hashes[name]:
-            raise _Invalid(_join("hashes", name), f"must be a non-empty string, got {_describe(hashes.get(name))}")
-
-    # Optional fields: checked only when present.
-    if "runners_up" in out:
-        if not isinstance(out["runners_up"], list):
-            raise _Invalid("runners_up", f"must be a list, got {_describe(out['runners_up'])}")
-        for i, item in enumerate(out["runners_up"]):
-            where = _join("runners_up", i)
-            _need_mapping(item, "params", _join(where, "params"))
-            _check_params(item["params"], _join(where, "params"))
-            _need_number(item, "median", where)
-            if "samples" in item:
-                _check_samples(item["samples"], _join(where, "samples"), empty=True)
-    for name in ("objective", "unit", "runner", "test", "kernel", "stats_kind"):
-        _check_str(out, name)
-    _check_source_fields(out)
-    if "machine" in out:
-        machine = _need_mapping(out, "machine")
-        for name in ("triad_n", "fma_iterations"):
-            if name in machine and (not _is_int(machine[name]) or machine[name] < 1):
-                raise _Invalid(_join("machine", name), f"must be a positive integer, got {_describe(machine[name])}")
-    if "cpu" in out:
-        _need_mapping(out, "cpu")
-    if "strategy" in out:
-        strategy = _need_mapping(out, "strategy")
-        if not isinstance(strategy.get("name"), str) or not strategy["name"]:
-            raise _Invalid("strategy.name", f"must be a non-empty string, got {_describe(strategy.get('name'))}")
-        if "hyperparameters" in strategy and not isinstance(strategy["hyperparameters"], dict):
-            raise _Invalid("strategy.hyperparameters", f"must be an object, got {_describe(strategy['hyperparameters'])}")
-        if strategy.get("seed") is not None and not _is_int(strategy["seed"]):
-            raise _Invalid("strategy.seed", f"must be an integer or null, got {_describe(strategy['seed'])}")
-    if "evaluations" in out:
-        evaluations = _need_mapping(out, "evaluations")
-        if "total" in evaluations and (not _is_int(evaluations["total"]) or evaluations["total"] < 0):
-            raise _Invalid("evaluations.total", f"must be a non-negative integer, got {_describe(evaluations['total'])}")
-        if "failed" in evaluations:
-            failed = evaluations["failed"]
-            if not isinstance(failed, dict) or not all(_is_int(c) and c >= 0 for c in failed.values()):
-                raise _Invalid("evaluations.failed", f"must map failure kinds to counts, got {_describe(failed)}")
-    if "versions" in out:
-        for name, value in _need_mapping(out, "versions").items():
-            if not isinstance(value, (str, int, float, bool)):
-                raise _Invalid(_join("versions", name), f"must be a version string, got {_describe(value)}")
-    if "timestamp" in out:
-        _check_timestamp(out["timestamp"])
-    if "problem" in out and (reason := problem_error(out["problem"])):
-        raise _Invalid("problem", reason)
-    return out
-
-
-def normalize_entry(entry: Mapping[str, Any], key: str = "<entry>", path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-    """Validate an entry and return it as plain, canonical JSON data (timing floats rounded).
-
-    Raises :class:`InvalidEntryError` naming ``path`` and ``key``. Unknown fields are
-    kept, so an older pytest-autotune re-writing a file does not drop what a newer
-    one added within the same schema.
-    """
-    try:
-        return _normalize_entry(entry)
-    except _Invalid as exc:
-        raise InvalidEntryError(path, key, str(exc)) from None
-
-
 def _normalize_device(device: DeviceLike, path: str | os.PathLike[str] | None) -> dict[str, Any]:
     as_dict = getattr(device, "as_dict", None)  # accept a DeviceInfo as well as its dict
     if callable(as_dict):
         device = as_dict()
     if not isinstance(device, Mapping):
-        raise LockfileError(path, f"device must be an object, got {_describe(device)}")
+        raise LockfileError(path, f"device must be an object, got {describe_value(device)}")
     try:
-        return _plain(device, "device")
-    except _Invalid as exc:
+        return plain_data(device, "device")
+    except InvalidField as exc:
         raise LockfileError(path, str(exc)) from None
 
 
@@ -568,7 +228,7 @@ def parse_lockfile(text: str, path: str | os.PathLike[str] | None = None) -> Loc
         raise LockfileError(path, f"expected a JSON object at the top level, got {type(data).__name__}")
     schema = data.get("schema")
     if not _is_int(schema) or schema < 1:
-        raise LockfileError(path, f"missing or invalid 'schema' (expected an integer, got {_describe(schema)})")
+        raise LockfileError(path, f"missing or invalid 'schema' (expected an integer, got {describe_value(schema)})")
     if schema > SCHEMA_VERSION:
         raise NewerSchemaError(path, schema)
     unknown = sorted(set(data) - {"schema", "device", "entries"})
@@ -576,16 +236,16 @@ def parse_lockfile(text: str, path: str | os.PathLike[str] | None = None) -> Loc
         raise LockfileError(path, f"unknown top-level field(s) {', '.join(map(repr, unknown))}")
     device = data.get("device")
     if not isinstance(device, dict):
-        raise LockfileError(path, f"'device' must be an object, got {_describe(device)}")
+        raise LockfileError(path, f"'device' must be an object, got {describe_value(device)}")
     device = _normalize_device(device, path)
     raw_entries = data.get("entries")
     if not isinstance(raw_entries, dict):
-        raise LockfileError(path, f"'entries' must be an object, got {_describe(raw_entries)}")
+        raise LockfileError(path, f"'entries' must be an object, got {describe_value(raw_entries)}")
     entries = {}
     for key, entry in raw_entries.items():
         if not key:
             raise LockfileError(path, "entry keys must be non-empty strings")
-        entries[key] = normalize_entry(entry, key, path)
+        entries[key] = LockEntry.read(entry, key, path)
     return Lockfile(schema=schema, device=device, entries=entries)
 
 
@@ -636,7 +296,7 @@ def read_lockfile(path: str | os.PathLike[str]) -> Lockfile | None:
     return None if text is None else parse_lockfile(text, path)
 
 
-def get_entry(lockfile: Lockfile | None, nodeid: str, kernel: str) -> dict[str, Any] | None:
+def get_entry(lockfile: Lockfile | None, nodeid: str, kernel: str) -> LockEntry | None:
     """The entry for one kernel of one test, or ``None`` (no lockfile yet, or never tuned)."""
     if lockfile is None:
         return None
@@ -752,11 +412,11 @@ def merge_entries(
     if both:
         raise ValueError(f"{path}: keys both written and removed: {', '.join(map(repr, both))}")
     # Validate everything before touching the disk: an invalid entry writes nothing at all.
-    new_entries: dict[str, dict[str, Any]] = {}
+    new_entries: dict[str, LockEntry] = {}
     for key, entry in entries.items():
         if not isinstance(key, str) or not key:
             raise InvalidEntryError(path, str(key), "entry keys must be non-empty strings")
-        new_entries[key] = normalize_entry(entry, key, path)
+        new_entries[key] = LockEntry.read(entry, key, path)
     device_data = _normalize_device(device, path)
 
     lock_path = str(path) + ".lock"
