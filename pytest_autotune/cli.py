@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from . import __version__
+from .lock.entry import LockEntry
 from .lock.lockfile import Lockfile, LockfileError, read_lockfile, serialize
 
 EXIT_OK = 0
@@ -59,16 +60,16 @@ def _fmt_number(value: float | None) -> str:
     return "-" if value is None else format(value, ".4g")
 
 
-def _fmt_median(entry: Mapping[str, Any]) -> str:
-    median = entry.get("stats", {}).get("median")
-    unit = entry.get("unit")
+def _fmt_median(entry: LockEntry) -> str:
+    median = entry.median
+    unit = entry.unit
     text = _fmt_number(median)
     return f"{text} {unit}" if unit and median is not None else text
 
 
-def _fmt_evaluations(entry: Mapping[str, Any]) -> str:
-    evaluations = entry.get("evaluations")
-    if not isinstance(evaluations, Mapping) or "total" not in evaluations:
+def _fmt_evaluations(entry: LockEntry) -> str:
+    evaluations = entry.evaluations
+    if "total" not in evaluations:
         return "-"
     text = str(evaluations["total"])
     budget = evaluations.get("budget")
@@ -81,9 +82,9 @@ def _fmt_evaluations(entry: Mapping[str, Any]) -> str:
     return text
 
 
-def _fmt_strategy(entry: Mapping[str, Any]) -> str:
-    strategy = entry.get("strategy")
-    if not isinstance(strategy, Mapping):
+def _fmt_strategy(entry: LockEntry) -> str:
+    strategy = entry.strategy
+    if not strategy:
         return "-"
     name = str(strategy.get("name", "-"))
     seed = strategy.get("seed")
@@ -118,12 +119,12 @@ def render_lockfile(lockfile: Lockfile, path: Path) -> str:
         rows.append(
             [
                 key,
-                format_params(entry.get("params", {})),
+                format_params(entry.params),
                 _fmt_median(entry),
-                str(entry.get("stats", {}).get("n", "-")),
+                str(entry.stats.get("n", "-")),
                 _fmt_strategy(entry),
                 _fmt_evaluations(entry),
-                str(entry.get("timestamp", "-")),
+                str(entry.timestamp or "-"),
             ]
         )
     table = _table(["key", "params", "median", "n", "strategy", "evaluations", "timestamp"], rows)
@@ -193,11 +194,11 @@ def diff_lockfiles(a: Lockfile, b: Lockfile, threshold: float = 0.0) -> dict[str
     unchanged = 0
     for key in sorted(set(a.entries) & set(b.entries)):
         ea, eb = a.entries[key], b.entries[key]
-        params = _params_change(ea.get("params", {}), eb.get("params", {}))
-        ma, mb = ea["stats"]["median"], eb["stats"]["median"]
+        params = _params_change(ea.params, eb.params)
+        ma, mb = ea.median, eb.median
         pct = _percent_change(ma, mb)
         median_changed = ma != mb and (pct is None or abs(pct) > threshold)
-        ha, hb = ea.get("hashes", {}), eb.get("hashes", {})
+        ha, hb = ea.hashes, eb.hashes
         hashes = sorted(k for k in set(ha) | set(hb) if ha.get(k) != hb.get(k))
         if params or median_changed or hashes:
             changed.append(
@@ -207,7 +208,7 @@ def diff_lockfiles(a: Lockfile, b: Lockfile, threshold: float = 0.0) -> dict[str
                     "median": (ma, mb),
                     "median_pct": pct,
                     "median_changed": median_changed,
-                    "unit": eb.get("unit") or ea.get("unit"),
+                    "unit": eb.unit or ea.unit,
                     "hashes": hashes,
                 }
             )

@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Mapping, Sequence, Union
 
 import numpy as np
 
+from ..lock.entry import LockEntry, as_entry
 from ..measure.timing import Comparison, compare_samples, faster_half
 from .probes import MachineComparison
 
@@ -25,9 +26,12 @@ class GateCase:
 
     kernel: str
     nodeid: str
-    entry: Mapping[str, Any]
+    entry: LockEntry
     tolerance: float
     alpha: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "entry", as_entry(self.entry))
 
     def compare(self, locked: Sequence[float], new: Sequence[float]) -> Comparison:
         """``new`` against ``locked`` by this gate's tolerance and significance level."""
@@ -147,7 +151,7 @@ class RoundEvidence:
     rounds: list[FreshRound] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.locked: list[float] = faster_half(self.case.entry["samples"])
+        self.locked: list[float] = faster_half(self.case.entry.samples)
         self._locked_median = float(np.median(self.locked))
 
     def add(self, fresh: FreshRound) -> None:

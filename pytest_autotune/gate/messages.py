@@ -37,7 +37,7 @@ def regression(case: GateCase, cmp: Comparison, machine: MachineComparison | Non
     lines += [
         f"  tolerance {shown.tolerance_pct:.3g}%, Mann-Whitney U one-sided p = {shown.p_value:.3g} "
         f"(alpha {shown.alpha:g})",
-        f"  locked params: {dict(case.entry['params'])}",
+        f"  locked params: {case.entry.params}",
         f"  if the slowdown is expected, re-tune with: {retune_command(case.nodeid)}",
     ]
     return "\n".join(lines)
@@ -89,7 +89,7 @@ def not_significant(decided: NotSignificant) -> str:
 def broken(case: GateCase, measurement: Measurement, what: str = "") -> str:
     return (f"autotune: the locked configuration of kernel {case.kernel!r} in {case.nodeid} no longer works{what} "
             f"({measurement.failure}): {measurement.detail.strip()[:2000]}\n"
-            f"  locked params: {dict(case.entry['params'])}\n  re-tune with: {retune_command(case.nodeid)}")
+            f"  locked params: {case.entry.params}\n  re-tune with: {retune_command(case.nodeid)}")
 
 
 def faster(case: GateCase, cmp: Comparison, against: str = "locked", extra: str = "") -> str:
@@ -119,7 +119,7 @@ def ab_regression(case: GateCase, cmp: Comparison, rounds: int, absolute: Compar
     ]
     if absolute is not None:
         lines.append(f"  against the lock's samples: {absolute.change_pct:+.1f}% (includes any machine difference)")
-    lines += [f"  locked params: {dict(case.entry['params'])}",
+    lines += [f"  locked params: {case.entry.params}",
               f"  if the slowdown is expected, re-tune with: {retune_command(case.nodeid)}"]
     return "\n".join(lines)
 

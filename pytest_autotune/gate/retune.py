@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from ..lock.entry import as_entry
 from ..measure.timing import Comparison, compare_samples
 
 
@@ -57,7 +58,8 @@ def decide(old: Mapping[str, Any] | None, rewrite_reasons: Sequence[str], winner
     winner = dict(winner)
     if old is None:
         return RetuneDecision("first", winner, list(winner_samples), "first lock")
-    locked = dict(old["params"])
+    old = as_entry(old)
+    locked = old.params
     if not locked_samples_now:
         why = "the locked winner no longer runs or is outside the space"
         return RetuneDecision("new", winner, list(winner_samples), f"new winner ({why})")
@@ -74,7 +76,7 @@ def decide(old: Mapping[str, Any] | None, rewrite_reasons: Sequence[str], winner
         return RetuneDecision("updated", locked, list(locked_samples_now),
                               f"kept locked winner{challenger}; entry updated: {', '.join(rewrite_reasons)}",
                               change, cmp)
-    against_lock = compare_samples(old["samples"], locked_samples_now, tolerance * 100.0, alpha)
+    against_lock = compare_samples(old.samples, locked_samples_now, tolerance * 100.0, alpha)
     if against_lock.faster:
         return RetuneDecision("refreshed", locked, list(locked_samples_now),
                               f"kept locked winner{challenger}; timings refreshed, "

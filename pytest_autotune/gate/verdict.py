@@ -32,6 +32,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
+from ..lock.entry import as_entry
 from ..errors import AutotuneError
 from ..lock.problem import problem_change
 from ..measure.timing import Comparison, faster_half
@@ -134,10 +135,11 @@ def check_entry(entry: Mapping[str, Any], hashes: Mapping[str, str], locked_in_s
                 problem: Mapping[str, Any] | None = None) -> EntryCheck:
     """Classify ``entry`` against the current ``hashes``; ``locked_in_space()`` is asked only when needed.
     With the current readable ``problem``, a changed problem's reason says which part changed."""
-    recorded = entry.get("hashes") or {}
+    entry = as_entry(entry)
+    recorded = entry.hashes
     changed = tuple(sorted(name for name, value in hashes.items() if recorded.get(name) != value))
     if "problem" in changed:
-        change = problem_change(entry.get("problem"), problem) if problem is not None else ""
+        change = problem_change(entry.problem, problem) if problem is not None else ""
         return EntryCheck(f"the problem changed: {change}" if change else
                           "the problem changed (problem size, argument shapes, dtypes or scalar values)", changed)
     if "space" in changed and not locked_in_space():
@@ -195,7 +197,7 @@ def run_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measurement: Me
     if not measurement.ok:
         return _broken(case, measurement)
     new_samples: Sequence[float] = _samples(measurement)
-    cmp = case.compare(entry["samples"], new_samples)
+    cmp = case.compare(case.entry.samples, new_samples)
     outcome = GateOutcome("pass", cmp, measurement, absolute=cmp)
     if cmp.slower and remeasure is not None:
         given = machine() if callable(machine) else machine
@@ -205,12 +207,12 @@ def run_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measurement: Me
     mc = None
     if (cmp.slower or cmp.faster) and machine is None and probe is not None:
         with pin(0) if pin is not None else nullcontext():
-            mc = compare_machines(entry.get("machine"), pool_probes([probe() or {}]), tolerance)
+            mc = compare_machines(case.entry.machine, pool_probes([probe() or {}]), tolerance)
     elif cmp.slower or cmp.faster:
         mc = machine() if callable(machine) else machine
     outcome.machine = mc
     if cmp.slower:  # measured once, no fresh rounds: judged beyond the most the machine explains
-        corrected = case.compare(entry["samples"], [x / mc.slowdown for x in new_samples]) if mc is not None else None
+        corrected = case.compare(case.entry.samples, [x / mc.slowdown for x in new_samples]) if mc is not None else None
         if corrected is not None and not corrected.slower:
             outcome.verdict = "incomparable"
             outcome.message = messages.incomparable(case, cmp, mc)  # type: ignore[arg-type]
@@ -218,7 +220,7 @@ def run_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measurement: Me
             outcome.verdict = "slower"
             outcome.message = messages.regression(case, cmp, mc, corrected)
     elif cmp.faster:
-        if mc is not None and not case.compare(entry["samples"], [x / mc.speedup for x in new_samples]).faster:
+        if mc is not None and not case.compare(case.entry.samples, [x / mc.speedup for x in new_samples]).faster:
             outcome.notes.append(messages.faster_explained(cmp, mc))
         else:
             outcome.verdict = "faster"
@@ -266,7 +268,7 @@ def _read_round(case: GateCase, r: Round, given: MachineComparison | None) -> Fr
     probes' point estimate where they read like the lock's (faster or slower by at most the tolerance),
     that to :data:`MISMATCH_EXPONENT` where they do not, the given comparison's most where one is given."""
     mc = given if given is not None else (
-        compare_machines(case.entry.get("machine"), pool_probes(r.probes), case.tolerance, bounds=False)
+        compare_machines(case.entry.machine, pool_probes(r.probes), case.tolerance, bounds=False)
         if r.probes else None)
     like = mc is None or (given is None and mc.like_the_locks)
     divisor = 1.0 if mc is None else max(1.0, mc.slowdown) if given is not None else round_divisor(mc.factor, like)
@@ -302,14 +304,14 @@ def _check_ranking(case: GateCase, outcome: GateOutcome, winner_samples: Sequenc
     """Re-time the runners-up: one that now beats the winner significantly marks the ranking stale."""
     if measure_runner_up is None:
         return
-    for up in case.entry.get("runners_up", []) or []:
-        m = measure_runner_up(up["params"])
+    for up in case.entry.runners_up:
+        m = measure_runner_up(up.params)
         if not m.ok:
             continue
         # "faster" here means the runner-up beats the winner's fresh samples significantly.
         rival = case.compare(winner_samples, m.samples or [m.value])
         if rival.faster:
-            outcome.stale_ranking.append({"params": dict(up["params"]), "median": rival.new_median,
+            outcome.stale_ranking.append({"params": up.params, "median": rival.new_median,
                                           "change_pct": rival.change_pct, "p_value": rival.p_value})
     if outcome.stale_ranking:
         outcome.notes.append(messages.lost_rank(outcome.stale_ranking, case.nodeid))
@@ -372,8 +374,8 @@ def run_ab_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measure_lock
             break
     # a regression is reported at its weakest block; a pass by the block that cleared it
     cmp = blocks[-1] if not blocks[-1].slower else min(blocks, key=lambda c: c.change_pct)
-    absolute = case.compare(entry["samples"], b)
-    current = Measurement(params=dict(entry["params"]), value=cmp.new_median, samples=b)
+    absolute = case.compare(case.entry.samples, b)
+    current = Measurement(params=case.entry.params, value=cmp.new_median, samples=b)
     outcome = GateOutcome("pass", cmp, current, method="a/b", absolute=absolute)
     if len(blocks) > 1 and not cmp.slower:
         outcome.notes.append(messages.ab_faded(blocks[0], cmp))

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from ..gate.probes import probe_measure
+from ..lock.entry import LockEntry
 from ..lock.hashing import describe_callable, hash_problem, hash_source, hash_space, kernel_source_hash, stable_hash
 from ..lock.problem import describe_problem
 from ..runners import make_runner
@@ -80,12 +81,13 @@ def source_call(spec: KernelSpec, settings: TuneSettings, label: str, *, runner:
               "file": spec.source_file.name if spec.source_file is not None else ""}
     measure = settings.measure
 
-    def locked_runner(code: str, entry: Mapping[str, Any], headers_dir: Path | None = None) -> Any:
+    def locked_runner(code: str, entry: LockEntry, headers_dir: Path | None = None) -> Any:
         # the locked headers (written to headers_dir) come before the kernel's folder on the include path
         first = ([] if headers_dir is None else
                  ["-iquote", str(headers_dir)] if spec.lang in ("c", "c++") else [f"-I{headers_dir}"])
-        locked = with_code(spec, code, entry.get("kernel_name", spec.kernel_name),
-                           [*first, *entry.get("compiler_options", spec.compiler_options)])
+        options_locked = entry.compiler_options
+        locked = with_code(spec, code, entry.kernel_name or spec.kernel_name,
+                           [*first, *(options_locked if options_locked is not None else spec.compiler_options)])
         return make_runner(locked, runner=runner, measure=measure, **options)
 
     flags = [*options.get("flags", ()), *spec.compiler_options]

@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..lock.entry import LockEntry
 from ..lock.lockfile import LockfileError, read_lockfile
 from ..lock.sources import source_name
 from .calls import KernelCall
@@ -13,10 +14,10 @@ __all__ = ["TOOLCHAIN_IGNORED", "toolchain_changes", "changed_files", "locked_de
 TOOLCHAIN_IGNORED = ("pytest_autotune", "os", "python", "numpy")  # the machine's, or not the build's
 
 
-def toolchain_changes(entry: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+def toolchain_changes(entry: LockEntry, current: Mapping[str, Any]) -> list[str]:
     """``toolchain changed: compiler gcc 12.2.0 -> 13.1.0`` for each recorded tool (compiler, NVRTC/CUDA,
     CuPy, PyCUDA, PyOpenCL, PoCL, driver, flags) whose version here differs from the entry's."""
-    recorded = {k: str(v) for k, v in (entry.get("versions") or {}).items() if k not in TOOLCHAIN_IGNORED}
+    recorded = {k: str(v) for k, v in entry.versions.items() if k not in TOOLCHAIN_IGNORED}
     now = {k: str(v) for k, v in current.items() if k not in TOOLCHAIN_IGNORED}
     if not recorded:
         return []
@@ -34,14 +35,14 @@ def _short_version(text: str) -> str:
     return text
 
 
-def changed_files(k: KernelCall, entry: Mapping[str, Any]) -> list[str]:
+def changed_files(k: KernelCall, entry: LockEntry) -> list[str]:
     """Which of the kernel's files differ from the locked ones: the kernel file (by its name), its headers."""
-    if k.source is None or not entry.get("source_file"):
+    if k.source is None or not entry.source_file:
         return []
     changed = []
-    if source_name(k.source["code"], k.source["suffix"]) != entry["source_file"]:
+    if source_name(k.source["code"], k.source["suffix"]) != entry.source_file:
         changed.append(k.source.get("file") or "kernel file")
-    locked = entry.get("headers") or {}
+    locked = entry.headers
     now = k.source.get("headers") or {}
     for name in sorted(set(locked) | set(now)):
         if name not in now:

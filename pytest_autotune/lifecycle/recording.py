@@ -3,7 +3,7 @@ source it was tuned with, and what it depends on; and why an entry kept must be 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from .._version import __version__
 from ..engine.evaluator import EvaluationRecord
@@ -12,6 +12,7 @@ from ..gate.probes import CPU_KINDS, GPU_PROBE_VERSION, PROBE_VERSION, probe_siz
 from ..gate.retune import RetuneDecision
 from ..gate.rounds import best_state_rounds, lock_pauses, rotating_pin
 from ..lock.devices import cpu_record
+from ..lock.entry import LockEntry
 from ..lock.lockfile import utc_timestamp
 from ..lock.sources import store_source
 from ..measure.timing import TimingStats
@@ -21,14 +22,14 @@ from .settings import TuneSettings
 __all__ = ["build_entry", "rewrite_reasons", "source_fields"]
 
 
-def rewrite_reasons(k: KernelCall, old: Mapping[str, Any] | None, device: Any) -> list[str]:
+def rewrite_reasons(k: KernelCall, old: LockEntry | None, device: Any) -> list[str]:
     """Why a kept winner's entry must be rewritten all the same: what it depends on changed, or it lacks
     what the gate now uses (an entry written by an older version)."""
     if old is None:
         return []
-    recorded = old.get("hashes") or {}
+    recorded = old.hashes
     reasons = [f"{name} changed" for name in k.hashes if recorded.get(name) != k.hashes[name]]
-    if (old.get("machine") or {}).get("probe") not in (PROBE_VERSION, GPU_PROBE_VERSION) and \
+    if old.machine.get("probe") not in (PROBE_VERSION, GPU_PROBE_VERSION) and \
             probes_for(device.kind, make=k.probe_make) is not None:
         reasons.append("machine probes recorded")
     if "source_file" not in old and k.source is not None:

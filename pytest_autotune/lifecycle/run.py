@@ -31,6 +31,7 @@ from ..gate.trust import UntrustedEntry, describe as describe_refusal, trusted_b
     trusted_probe_sizes, trusted_runners_up
 from ..gate.verdict import EntryCheck, GateOutcome, LockedSourceUnusable, check_entry, retune_command, run_ab_gate, \
     run_gate
+from ..lock.entry import LockEntry
 from ..lock.devices import cpu_generation_note, find_lockfile, same_kind_lockfiles
 from ..lock.lockfile import LockfileError, entry_key, get_entry, lockfile_path, merge_entries, read_lockfile, \
     renamed_entry
@@ -118,7 +119,7 @@ class KernelLifecycle:
             entry = get_entry(lock, test, k.label)
             renamed = renamed_entry(lock, test, k.label, k.hashes, self.host.gone) if entry is None else None
             if renamed is not None:  # a renamed test: its kernel's entry, recorded under the old test id
-                self.host.say(f"autotune {test}::{k.label}: entry recorded under {renamed[1]['test']}")
+                self.host.say(f"autotune {test}::{k.label}: entry recorded under {renamed[1].test}")
                 entry = renamed[1]
             check = check_entry(entry, k.hashes, lambda: self._in_space(entry, runner), k.problem) \
                 if entry is not None else None
@@ -144,11 +145,11 @@ class KernelLifecycle:
         finally:
             runner.close()
 
-    def _in_space(self, entry: Mapping[str, Any], runner: Any) -> bool:
+    def _in_space(self, entry: LockEntry, runner: Any) -> bool:
         """The locked winner is a point of the marker's current space (checked without building the space)."""
         s = self.settings
         try:
-            declared_configuration(entry.get("params"), s.params, s.restrictions, self._constants(runner))
+            declared_configuration(entry.params, s.params, s.restrictions, self._constants(runner))
         except SearchSpaceError:
             return False
         return True
@@ -157,23 +158,23 @@ class KernelLifecycle:
         """What restrictions see besides the parameters: the device's limits, then the marker's constants."""
         return {**runner.constants(), **self.settings.constants}
 
-    def _trusted(self, k: KernelCall, entry: Mapping[str, Any], runner: Any, path: Path,
-                 space_changed: bool) -> dict[str, Any]:
+    def _trusted(self, k: KernelCall, entry: LockEntry, runner: Any, path: Path,
+                 space_changed: bool) -> LockEntry:
         """A copy of the entry whose build inputs are checked: the marker's own values for the winner and the
         runners-up, the kernel name and compiler options of an A/B baseline, the probes' sizes."""
         s, key = self.settings, entry_key(self.host.test, k.label)
         constants = self._constants(runner)
-        trusted = dict(entry)
+        trusted: dict[str, Any] = {}
         trusted["params"] = trusted_params(entry, s.params, s.restrictions, constants, path=path, key=key)
         if "runners_up" in entry:
             trusted["runners_up"] = trusted_runners_up(entry, s.params, s.restrictions, constants,
                                                        space_changed=space_changed, path=path, key=key)
-        if k.source is not None and k.source.get("kernel_name") and entry.get("source_file"):
+        if k.source is not None and k.source.get("kernel_name") and entry.source_file:
             trusted["kernel_name"], trusted["compiler_options"] = trusted_build(
                 entry, k.source["kernel_name"], k.source["compiler_options"], path=path, key=key)
-        if (entry.get("machine") or {}).get("probe") in (PROBE_VERSION, GPU_PROBE_VERSION):
-            trusted["machine"] = {**entry["machine"], **trusted_probe_sizes(entry, path=path, key=key)}
-        return trusted
+        if entry.machine.get("probe") in (PROBE_VERSION, GPU_PROBE_VERSION):
+            trusted["machine"] = {**entry.machine, **trusted_probe_sizes(entry, path=path, key=key)}
+        return entry.replace(**trusted)
 
     def _not_gated(self, label: str, key: str, path: Path, check: EntryCheck | None) -> None:
         """No usable entry in gate mode: skip or fail by ``--autotune-missing``, never silently."""
@@ -185,14 +186,14 @@ class KernelLifecycle:
             raise _fail(text)
         raise _skip(text)
 
-    def _left_alone(self, label: str, entry: Mapping[str, Any], path: Path) -> KernelResult:
+    def _left_alone(self, label: str, entry: LockEntry, path: Path) -> KernelResult:
         """``--autotune-only=missing`` tunes only what lacks a valid entry; a valid one is neither re-tuned nor gated."""
-        params = self._in_declared_order(entry["params"])
-        self._record(label, Mode.LOCKED, Status.LEFT_ALONE, params=params, locked_ms=entry["stats"]["median"],
-                     strategy=(entry.get("strategy") or {}).get("name"), lockfile=str(path),
+        params = self._in_declared_order(entry.params)
+        self._record(label, Mode.LOCKED, Status.LEFT_ALONE, params=params, locked_ms=entry.median,
+                     strategy=entry.strategy_name, lockfile=str(path),
                      message="valid lock entry; run plain pytest to gate it")
-        stats = TimingStats.from_samples(entry["samples"] or [entry["stats"]["median"]])
-        return KernelResult(label, "locked", params, stats, None, None, None, dict(entry))
+        stats = TimingStats.from_samples(entry.samples or [entry.median])
+        return KernelResult(label, "locked", params, stats, None, None, None, entry.to_dict())
 
     # -- tune ---------------------------------------------------------------------------
     def _space(self, runner: Any, label: str) -> Any:
@@ -204,7 +205,7 @@ class KernelLifecycle:
             raise _fail(f"autotune: search space of {self.host.test}::{label}: {exc}") from None
 
     def _tune(self, k: KernelCall, key: str, runner: Any, path: Path, device: Any,
-              old: Mapping[str, Any] | None, old_key: str | None = None) -> KernelResult:
+              old: LockEntry | None, old_key: str | None = None) -> KernelResult:
         s, opts, test = self.settings, self.options, self.host.test
         try:
             space = self._space(runner, k.label)
@@ -235,7 +236,7 @@ class KernelLifecycle:
             if progress is not None:
                 progress(record, evaluator)
 
-        incumbent = dict(old["params"]) if old is not None and space.find(old["params"]) >= 0 else None
+        incumbent = old.params if old is not None and space.find(old.params) >= 0 else None
         warm = warm_start(opts.lockdir, path, k.label, k.hashes, k.problem) if old is None else None
         started = time.perf_counter()
         try:
@@ -261,7 +262,7 @@ class KernelLifecycle:
         reasons = rewrite_reasons(k, old, device) + ([f"re-keyed from {old_key}"] if old_key else [])
         decision = decide(old, reasons, result.params, list(result.stats.samples), locked_now, s.tolerance, s.alpha)
         try:
-            entry = (dict(old) if old is not None and not decision.write else
+            entry = (old.to_dict() if old is not None and not decision.write else
                      build_entry(k, test, s, result, runner, decision, path, time.perf_counter() - started))
         except LockfileError as exc:  # the sources folder is a link, the disk is full, ...
             raise _fail(f"autotune: {exc}") from None
@@ -275,7 +276,7 @@ class KernelLifecycle:
         scratch.clear()
         params = self._in_declared_order(decision.params)
         stats = TimingStats.from_samples(decision.samples) if decision.samples else result.stats
-        locked_ms = old["stats"]["median"] if old is not None else None
+        locked_ms = old.median if old is not None else None
         # "vs lock" is one comparison, named: the new winner against the locked winner timed beside it now
         # (the number in the note), else the kept winner's samples now against the lock's median
         side_by_side = decision.change_pct is not None and decision.action == "new"
@@ -298,10 +299,10 @@ class KernelLifecycle:
         return KernelResult(k.label, "tune", params, stats, outputs, result.history, None, entry)
 
     # -- gate ---------------------------------------------------------------------------
-    def _gate(self, k: KernelCall, entry: Mapping[str, Any], runner: Any, path: Path,
+    def _gate(self, k: KernelCall, entry: LockEntry, runner: Any, path: Path,
               check: EntryCheck) -> KernelResult:
         s, opts, label, test = self.settings, self.options, k.label, self.host.test
-        params = dict(entry["params"])
+        params = entry.params
         kept: dict[str, Any] = {}
 
         def measure_current() -> Any:
@@ -312,7 +313,7 @@ class KernelLifecycle:
 
         outcome = self._ab_gate(k, entry, path, runner, measure_current) if "source" in check.changed else None
         if outcome is None:
-            recorded = entry.get("machine") or {}
+            recorded = entry.machine
             kind = runner.device().kind
 
             def probe() -> Any:  # measured round by round beside the confirmations, at the entry's sizes
@@ -326,8 +327,8 @@ class KernelLifecycle:
                                pin=rotating_pin(runner) if kind in CPU_KINDS else None)
         files = changed_files(k, entry)
         changes = [*toolchain_changes(entry, {**runner.device().versions, **k.toolchain})]
-        if entry.get("test") not in (None, test):
-            changes.append(f"entry recorded under {entry['test']}")
+        if entry.test not in (None, test):
+            changes.append(f"entry recorded under {entry.test}")
         if changes and outcome.verdict == "slower" and outcome.method == "absolute":
             outcome.message += (f"\n  {'; '.join(changes)}: fix that change (or pin the old one), or, if the new "
                                 f"speed is what you want, re-lock with: {retune_command(test)}")
@@ -338,7 +339,7 @@ class KernelLifecycle:
         status = _VERDICT_STATUS[outcome.verdict]
         if outcome.stale_ranking and outcome.verdict == "pass":
             status = Status.STALE_RANKING
-        generation = cpu_generation_note(entry.get("cpu") or locked_device_properties(path), runner.device())
+        generation = cpu_generation_note(entry.cpu or locked_device_properties(path), runner.device())
         changed = check.notes.replace("source changed since lock", f"source changed since lock ({', '.join(files)})"
                                       if files else "source changed since lock")
         notes = [n for n in (changed, *changes,
@@ -348,10 +349,10 @@ class KernelLifecycle:
             outcome.message += "\n  note: " + "; ".join(notes)
         absolute = outcome.absolute
         self._record(label, Mode.GATE, status, params=self._in_declared_order(params),
-                     time_ms=cmp.new_median if cmp else None, locked_ms=entry["stats"]["median"],
+                     time_ms=cmp.new_median if cmp else None, locked_ms=entry.median,
                      change_pct=cmp.change_pct if cmp else None, p_value=cmp.p_value if cmp else None,
                      change_kind="a/b" if outcome.method == "a/b" else "lock",
-                     strategy=(entry.get("strategy") or {}).get("name"), message=outcome.message,
+                     strategy=entry.strategy_name, message=outcome.message,
                      stale_ranking=outcome.stale_ranking, note="; ".join(notes), lockfile=str(path),
                      method=outcome.method, absolute_change_pct=absolute.change_pct if absolute else None,
                      machine=outcome.machine.changes if outcome.machine else None,
@@ -366,18 +367,18 @@ class KernelLifecycle:
                 raise _skip(outcome.message)
         stats = TimingStats.from_samples(outcome.measurement.samples or [outcome.measurement.value])
         return KernelResult(label, "gate", self._in_declared_order(params), stats, kept.get("outputs"), None,
-                            outcome, dict(entry))
+                            outcome, entry.to_dict())
 
-    def _ab_gate(self, k: KernelCall, entry: Mapping[str, Any], path: Path, runner: Any,
+    def _ab_gate(self, k: KernelCall, entry: LockEntry, path: Path, runner: Any,
                  measure_current: Callable[[], Any]) -> GateOutcome | None:
         """The edited source against the locked one, side by side; ``None`` when that cannot be done
         (a callable or recording, an entry without a stored source, a locked source that no longer builds)."""
         test = self.host.test
         try:
-            code = load_source(path.parent, entry.get("source_file", "")) if k.make_locked_runner else None
+            code = load_source(path.parent, entry.source_file) if k.make_locked_runner else None
             if code is None:
                 return None
-            headers = {name: load_source(path.parent, stored) for name, stored in (entry.get("headers") or {}).items()}
+            headers = {name: load_source(path.parent, stored) for name, stored in entry.headers.items()}
             if any(text is None for text in headers.values()):
                 return None  # a stored header is missing (pruned by hand): no A/B
             # the locked headers, where the entry stored any (runners without headers take (code, entry) only)
@@ -387,7 +388,7 @@ class KernelLifecycle:
                         "locked source (the lock was left untouched)") from None
         locked_runner = k.make_locked_runner(code, entry, *extra)  # type: ignore[misc]
         try:
-            params = dict(entry["params"])
+            params = entry.params
             with sharing_one_cpu(locked_runner, runner):
                 return run_ab_gate(k.label, test, entry, lambda: locked_runner.evaluate(params),
                                    measure_current, self.settings.tolerance, self.settings.alpha)

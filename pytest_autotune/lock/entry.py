@@ -23,7 +23,7 @@ from .errors import InvalidEntryError
 from .names import is_header_name, is_stored_name
 from .problem import problem_error
 
-__all__ = ["LockEntry", "RunnerUp", "normalize_entry", "plain_data", "describe_value", "InvalidField",
+__all__ = ["LockEntry", "RunnerUp", "as_entry", "normalize_entry", "plain_data", "describe_value", "InvalidField",
            "SIGNIFICANT_DIGITS", "MAX_DEPTH"]
 
 SIGNIFICANT_DIGITS = 6
@@ -314,12 +314,18 @@ def normalize_entry(entry: Mapping[str, Any], key: str = "<entry>", path: str | 
 # --------------------------------------------------------------------------- the typed record
 
 
+def as_entry(entry: Mapping[str, Any]) -> "LockEntry":
+    """``entry`` as a :class:`LockEntry` (one read from a lockfile is one already; data built in memory, by a
+    test or a replay, is wrapped as it is, unvalidated)."""
+    return entry if isinstance(entry, LockEntry) else LockEntry(entry)
+
+
 @dataclass(frozen=True)
 class RunnerUp:
     """A runner-up of the locked winner: its parameters and median, re-timed beside the winner or not."""
 
     params: dict[str, Any]
-    median: float
+    median: float | None  # always there in an entry read from a lockfile
     median_kind: str | None = None  # "re-timed" (comparable with the winner's samples) or "search"
     samples: tuple[float, ...] = ()
 
@@ -377,12 +383,13 @@ class LockEntry(Mapping):
 
     @property
     def runners_up(self) -> list[RunnerUp]:
-        return [RunnerUp(dict(r["params"]), float(r["median"]), r.get("median_kind"), tuple(r.get("samples") or ()))
+        return [RunnerUp(dict(r["params"]), float(r["median"]) if r.get("median") is not None else None,
+                         r.get("median_kind"), tuple(r.get("samples") or ()))
                 for r in self._data.get("runners_up") or ()]
 
     @property
     def hashes(self) -> dict[str, str]:
-        return dict(self._data["hashes"])
+        return dict(self._data.get("hashes") or {})
 
     @property
     def test(self) -> str | None:
@@ -424,8 +431,20 @@ class LockEntry(Mapping):
         return list(options) if options is not None else None
 
     @property
+    def strategy(self) -> dict[str, Any]:
+        return dict(self._data.get("strategy") or {})
+
+    @property
     def strategy_name(self) -> str | None:
-        return (self._data.get("strategy") or {}).get("name")
+        return self.strategy.get("name")
+
+    @property
+    def evaluations(self) -> dict[str, Any]:
+        return dict(self._data.get("evaluations") or {})
+
+    @property
+    def unit(self) -> str | None:
+        return self._data.get("unit")
 
     @property
     def versions(self) -> dict[str, Any]:

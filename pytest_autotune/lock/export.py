@@ -88,14 +88,14 @@ def collect(lockdir: str | os.PathLike[str], kernel: str | None = None) -> list[
         if lock is None:
             continue
         for key, entry in sorted(lock.entries.items()):
-            name = entry.get("kernel") if isinstance(entry.get("kernel"), str) else key.rsplit("::", 1)[-1]
+            name = entry.kernel if isinstance(entry.kernel, str) else key.rsplit("::", 1)[-1]
             if kernel is not None and name != kernel:
                 continue
-            problem = entry.get("problem") if isinstance(entry.get("problem"), Mapping) else None
+            problem = entry.problem
             size = size_label(normalize_size(problem.get("size"))) if problem else ""
-            test = entry.get("test") if isinstance(entry.get("test"), str) else key.rsplit("::", 1)[0]
+            test = entry.test if isinstance(entry.test, str) else key.rsplit("::", 1)[0]
             tuned = Tuned(path.stem, str(lock.device.get("model") or path.stem), name, size, problem,
-                          dict(entry["params"]), test)
+                          entry.params, test)
             other = found.get((path.stem, name, size))
             if other is not None and other.params != tuned.params:
                 raise ExportError(

@@ -118,9 +118,9 @@ def _index(path: Path) -> _Index | None:
     lock = read_lockfile(path)  # LockfileError (corrupt, newer schema) reaches the caller: it names the file
     kernels: dict[str, list[_Tuned]] = {}
     for key, entry in sorted(lock.entries.items()) if lock is not None else ():
-        kernel = entry.get("kernel") if isinstance(entry.get("kernel"), str) else key.rsplit("::", 1)[-1]
-        test = entry.get("test") if isinstance(entry.get("test"), str) else key.rsplit("::", 1)[0]
-        problem = entry.get("problem")
+        kernel = entry.kernel if isinstance(entry.kernel, str) else key.rsplit("::", 1)[-1]
+        test = entry.test if isinstance(entry.test, str) else key.rsplit("::", 1)[0]
+        problem = entry.problem
         size = normalize_size((problem or {}).get("size")) if isinstance(problem, Mapping) else None
         if isinstance(problem, Mapping) and size is None:
             size = []  # recorded, but the kernel has no problem size
@@ -228,7 +228,7 @@ def _check_unambiguous(kernel: str, tuned: Sequence[_Tuned], path: Path) -> None
     """Two test functions tuning ``kernel`` in different spaces are an error; the instances of one
     parametrized test are not (their space may follow the problem size, e.g. a block size up to ``n``)."""
     def space(t: _Tuned) -> str:
-        return str((t.entry.get("hashes") or {}).get("space"))
+        return str(t.entry.hashes.get("space"))
 
     clash = next(((a, b) for i, a in enumerate(tuned) for b in tuned[i + 1:]
                   if space(a) != space(b) and _test_function(a.test) != _test_function(b.test)), None)
@@ -240,7 +240,7 @@ def _check_unambiguous(kernel: str, tuned: Sequence[_Tuned], path: Path) -> None
 
 
 def _same_params(tuned: Sequence[_Tuned]) -> bool:
-    return all(t.entry["params"] == tuned[0].entry["params"] for t in tuned[1:])
+    return all(t.entry.params == tuned[0].entry.params for t in tuned[1:])
 
 
 def _one_problem(tuned: Sequence[_Tuned]) -> bool:
@@ -323,9 +323,9 @@ def _read_source(source: str | os.PathLike[str]) -> str:
 
 
 def _check_stale(kernel: str, tuned: _Tuned, source: str | os.PathLike[str], kernel_name: str | None) -> None:
-    recorded = (tuned.entry.get("hashes") or {}).get("source")
+    recorded = tuned.entry.hashes.get("source")
     code = _read_source(source)
-    options = tuned.entry.get("compiler_options")
+    options = tuned.entry.compiler_options
     options = [str(o) for o in options] if isinstance(options, list) else []
     names = [kernel_name] if kernel_name else [kernel]
     current = {hash_source(code), *(kernel_source_hash(code, n, options) for n in names)}
@@ -338,7 +338,7 @@ def _check_stale(kernel: str, tuned: _Tuned, source: str | os.PathLike[str], ker
 def _in_space(kernel: str, tuned: _Tuned, path: Path, space: Mapping[str, Sequence[Any]],
               restrictions: Sequence[Any] | None) -> dict[str, Any]:
     try:
-        return declared_configuration(tuned.entry["params"], space, restrictions)
+        return declared_configuration(tuned.entry.params, space, restrictions)
     except SearchSpaceError as exc:
         raise LockLookupError(f"locked_params({kernel!r}): {path}: entry {tuned.key!r}: {exc}; re-tune it with "
                               "pytest --autotune, or restore the lockfile from version control") from None
@@ -392,7 +392,7 @@ def locked_params(kernel: str, problem_size: Any = None, lockdir: str | os.PathL
                 _check_stale(kernel, chosen, source, kernel_name)
             if space is not None:
                 return _in_space(kernel, chosen, path, space, restrictions)
-            return dict(chosen.entry["params"])
+            return chosen.entry.params
     missing = f"no entry for {kernel!r} in {', '.join(searched)}" if searched else f"no {kind} device detected on this machine"
     if default is None:
         raise LockLookupError(f"locked_params({kernel!r}): {missing}; tune it on this device with pytest --autotune, "

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .entry import as_entry
 from .lockfile import LockfileError, read_lockfile
 from .problem import problem_distance
 
@@ -42,9 +43,8 @@ class WarmStart:
 
 def candidates_of(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
     """An entry's winner followed by its runners-up, best first."""
-    out = [dict(entry["params"])]
-    out.extend(dict(r["params"]) for r in entry.get("runners_up") or () if isinstance(r, Mapping) and "params" in r)
-    return out
+    entry = as_entry(entry)
+    return [entry.params, *(r.params for r in entry.runners_up)]
 
 
 def _key(params: Mapping[str, Any]) -> str:
@@ -70,11 +70,11 @@ def interleave(sources: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[str,
 def _best_entry(entries: list[Mapping[str, Any]], hashes: Mapping[str, str],
                 problem: Mapping[str, Any] | None) -> Mapping[str, Any]:
     """The same problem if the device tuned it, else the nearest problem size, else the first by test."""
-    same = [e for e in entries if (e.get("hashes") or {}).get("problem") == hashes.get("problem")]
+    same = [e for e in entries if as_entry(e).hashes.get("problem") == hashes.get("problem")]
     if same:
         return same[0]
     if problem is not None:
-        ranked = sorted(entries, key=lambda e: _distance_or_inf(problem, e.get("problem")))
+        ranked = sorted(entries, key=lambda e: _distance_or_inf(problem, as_entry(e).problem))
         return ranked[0]
     return entries[0]
 
@@ -109,7 +109,7 @@ def warm_start(lockdir: str | os.PathLike[str], own_lockfile: str | os.PathLike[
         if lock is None:
             continue
         matching = [e for key, e in sorted(lock.entries.items())
-                    if _kernel_of(key, e) == kernel and (e.get("hashes") or {}).get("space") == hashes.get("space")]
+                    if _kernel_of(key, e) == kernel and e.hashes.get("space") == hashes.get("space")]
         if matching:
             ranked_lists.append(candidates_of(_best_entry(matching, hashes, problem)))
             devices.append(path.stem)
@@ -117,5 +117,5 @@ def warm_start(lockdir: str | os.PathLike[str], own_lockfile: str | os.PathLike[
 
 
 def _kernel_of(key: str, entry: Mapping[str, Any]) -> str:
-    name = entry.get("kernel")
+    name = as_entry(entry).kernel
     return name if isinstance(name, str) and name else key.rsplit("::", 1)[-1]

@@ -216,7 +216,7 @@ def locked_winners(lockdir: str | Path, nodeid: str, kernel: str, archs: Sequenc
             continue
         entry = get_entry(lock, nodeid, kernel)
         if entry is not None:
-            found.setdefault(int(cc), []).append(dict(entry["params"]))
+            found.setdefault(int(cc), []).append(entry.params)
     return found
 
 

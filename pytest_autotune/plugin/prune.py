@@ -91,7 +91,7 @@ def find_orphans(found: _Collected) -> list[Orphan]:
     for path in sorted(found.lockdir.glob("*.json")):
         lock = read_lockfile(path)  # a corrupt lockfile raises: reported, never rewritten
         for key, entry in sorted((lock.entries if lock else {}).items()):
-            test = str(entry.get("test") or key.rsplit("::", 1)[0])
+            test = str(entry.test or key.rsplit("::", 1)[0])
             test_file = test.split("::", 1)[0]
             in_scope = test_file in found.files or not (found.rootdir / test_file).exists()
             if in_scope and test not in found.marked:
@@ -117,8 +117,8 @@ def find_renames(found: _Collected, orphans: Sequence[Orphan]) -> list[Rename]:
     for o in orphans:
         lock = read_lockfile(o.lockfile)
         entry = (lock.entries if lock else {}).get(o.key) or {}
-        kernel, space = entry.get("kernel"), (entry.get("hashes") or {}).get("space")
-        taken = {str(e.get("test")) for e in (lock.entries if lock else {}).values() if e.get("kernel") == kernel}
+        kernel, space = (entry.kernel, entry.hashes.get("space")) if entry else (None, None)
+        taken = {str(e.test) for e in (lock.entries if lock else {}).values() if e.kernel == kernel}
         candidates = [t for t, h in sorted(found.spaces.items()) if h == space and t not in taken]
         if kernel and len(candidates) == 1:
             renames.append(Rename(o.lockfile, o.key, f"{candidates[0]}::{kernel}", candidates[0]))
@@ -142,8 +142,8 @@ def orphaned_sources(lockdir: Path, orphans: Sequence[Orphan]) -> list[Path]:
     for path in sorted(lockdir.glob("*.json")):
         lock = read_lockfile(path)
         kept = [e for key, e in (lock.entries if lock else {}).items() if (path, key) not in gone]
-        referenced += [str(e["source_file"]) for e in kept if e.get("source_file")]
-        referenced += [str(name) for e in kept for name in (e.get("headers") or {}).values()]  # stored headers
+        referenced += [e.source_file for e in kept if e.source_file]
+        referenced += [name for e in kept for name in e.headers.values()]  # stored headers
     return unreferenced_sources(lockdir, referenced)
 
 
