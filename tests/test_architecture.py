@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "pytest_autotune"
 
 # Lower layers never import higher ones; each top-level module or subpackage has one layer.
 LAYERS = {
-    "results": 0, "errors": 0, "_version": 0, "space": 0, "measure": 0,
+    "results": 0, "errors": 0, "_version": 0, "defaults": 0, "space": 0, "measure": 0,
     "datasets": 1,
     "strategies": 2,
     "runners": 3,

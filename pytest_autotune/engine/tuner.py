@@ -10,6 +10,7 @@ Usable from plain Python; the pytest plugin is one client of it::
 """
 from __future__ import annotations
 
+from .. import defaults as DEFAULTS
 from ..errors import AutotuneError
 import inspect
 from dataclasses import dataclass, field
@@ -31,8 +32,8 @@ from ..space.searchspace import RestrictionLike
 from ..strategies import Strategy, make_strategy
 from ..strategies.registry import StrategySpec
 
-DEFAULT_STRATEGY = "auto"
-DEFAULT_BUDGET = 200
+DEFAULT_STRATEGY = DEFAULTS.STRATEGY
+DEFAULT_BUDGET = DEFAULTS.BUDGET
 RUNNERS_UP = 5
 """Next-best configurations a lock entry keeps. They seed the warm start of a new device
 (``lock.transfer``): on the recorded GPU spaces (``benchmarks/bench_transfer.py``, leave one GPU out,

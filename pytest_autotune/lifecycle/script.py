@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from .. import defaults as DEFAULTS
 from ..errors import SpecError
 from ..runners.kernel import KernelSpec
 from .calls import KernelCall, function_call, replay_call, source_call, triton_call
@@ -52,7 +53,8 @@ class Kernels:
 
     @classmethod
     def create(cls, test: str, *, params: Any, restrictions: Any = None, mode: str | None = None,
-               lockdir: str | Path = "autotune.lock", missing: str = "skip", incomparable: str = "warn",
+               lockdir: str | Path = DEFAULTS.LOCKDIR, missing: str = DEFAULTS.MISSING,
+               incomparable: str = DEFAULTS.INCOMPARABLE,
                ranking: bool = False, fresh: bool = False, scratch_dir: str | Path | None = None,
                host: Host | None = None, **marker: Any) -> "Kernels":
         """From the marker's arguments (``params``, ``restrictions``, ``strategy``, ``budget``, ``tolerance``,
@@ -155,8 +157,9 @@ class Kernels:
 
 
 def gate(source: Any, kernel_name: str, problem_size: Any, args: Sequence[Any], *, test: str, params: Any,
-         restrictions: Any = None, lockdir: str | Path = "autotune.lock", tolerance: float = 0.10,
-         alpha: float = 0.01, missing: str = "fail", incomparable: str = "warn", constants: Mapping[str, Any] | None = None,
+         restrictions: Any = None, lockdir: str | Path = DEFAULTS.LOCKDIR, tolerance: float = DEFAULTS.TOLERANCE,
+         alpha: float = DEFAULTS.ALPHA, missing: str = "fail", incomparable: str = DEFAULTS.INCOMPARABLE,
+         constants: Mapping[str, Any] | None = None,
          **kernel: Any) -> Outcome:
     """Gate one source kernel against its entry in the lock (``<test>::<kernel>``), as plain ``pytest`` does.
 

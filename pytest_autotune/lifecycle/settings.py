@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..engine.evaluator import Budget
+from .. import defaults as DEFAULTS
 from ..errors import AutotuneError
 from ..errors import SpecError
 from ..measure.timing import MeasureOptions
@@ -53,12 +54,12 @@ class TuneSettings:
 
     params: dict[str, list[Any]]
     restrictions: list[Any] = field(default_factory=list)
-    strategy: Any = "auto"
+    strategy: Any = DEFAULTS.STRATEGY
     budget: Budget = field(default_factory=Budget)
     budget_text: str = ""
     objective: str = "time"
-    tolerance: float = 0.10  # fraction of the locked median the gate allows
-    alpha: float = 0.01  # significance of the Mann-Whitney test
+    tolerance: float = DEFAULTS.TOLERANCE  # fraction of the locked median the gate allows
+    alpha: float = DEFAULTS.ALPHA  # significance of the Mann-Whitney test
     seed: int | None = None
     constants: dict[str, Any] = field(default_factory=dict)
     measure: MeasureOptions = field(default_factory=MeasureOptions)
@@ -101,13 +102,13 @@ def parse_marker(args: Sequence[Any], kwargs: Mapping[str, Any], defaults: Mappi
     if not isinstance(constants, Mapping):
         raise _fail("constants", "must be a dict of name -> value")
 
-    strategy = kwargs.get("strategy", defaults.get("strategy", "auto"))
+    strategy = kwargs.get("strategy", defaults.get("strategy", DEFAULTS.STRATEGY))
     try:
         validate_strategy_spec(strategy)
     except StrategyError as exc:
         raise _fail("strategy", str(exc)) from None
 
-    raw_budget = kwargs.get("budget", defaults.get("budget", 200))
+    raw_budget = kwargs.get("budget", defaults.get("budget", DEFAULTS.BUDGET))
     try:
         budget = Budget.parse(raw_budget)
     except ValueError as exc:
@@ -117,11 +118,11 @@ def parse_marker(args: Sequence[Any], kwargs: Mapping[str, Any], defaults: Mappi
     if objective not in OBJECTIVES:
         raise _fail("objective", f"{objective!r} is not supported; choose from {', '.join(OBJECTIVES)}")
 
-    tolerance = kwargs.get("tolerance", defaults.get("tolerance", 0.10))
-    if not isinstance(tolerance, (int, float)) or isinstance(tolerance, bool) or not 0 <= tolerance < 10:
+    tolerance = kwargs.get("tolerance", defaults.get("tolerance", DEFAULTS.TOLERANCE))
+    if not isinstance(tolerance, (int, float)) or isinstance(tolerance, bool) or not DEFAULTS.is_tolerance(tolerance):
         raise _fail("tolerance", f"{tolerance!r} must be a fraction of the locked time, e.g. 0.10 for 10%")
-    alpha = kwargs.get("alpha", defaults.get("alpha", 0.01))
-    if not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
+    alpha = kwargs.get("alpha", defaults.get("alpha", DEFAULTS.ALPHA))
+    if not isinstance(alpha, (int, float)) or not DEFAULTS.is_alpha(alpha):
         raise _fail("alpha", f"{alpha!r} must be a significance level between 0 and 1, e.g. 0.01")
     seed = kwargs.get("seed", defaults.get("seed"))
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
@@ -203,7 +204,9 @@ class Options:
     defaults: dict[str, Any]  # marker defaults: strategy, budget, tolerance, alpha, seed, worker bounds
     verbosity: int = 0
     is_worker: bool = False
-    incomparable: str = "warn"  # warn (pass, loudly) | skip | fail
+    incomparable: str = DEFAULTS.INCOMPARABLE  # warn (pass, loudly) | skip | fail
     compile_workers: int = 1  # compile workers ahead of the device stage (1 = compile inline)
     require_device: bool = False  # no usable device fails the test (tune and gate) instead of skipping it
     cluster: str | None = None  # --autotune-ray: "ray" or a Ray address (tune on every device of the cluster)
+    compile_archs: list[int] = field(default_factory=list)  # --autotune-compile: compile for these, no device
+    compile_sample: int | None = None  # --autotune-compile-sample: configurations per space and architecture

@@ -16,6 +16,7 @@ import pytest
 
 from . import hookspec
 from .compile_check import DEFAULT_SAMPLE, parse_arch_list, positive_sample
+from .. import defaults as DEFAULTS
 from ..engine.evaluator import Budget
 from ..measure.bounds import check_memory_limit, parse_size
 from .fixture import CALLS_KEY, Autotune
@@ -35,16 +36,17 @@ class AutotuneWarning(pytest.PytestWarning):
 SETTINGS_KEY = pytest.StashKey[TuneSettings]()
 
 INI_OPTIONS = {
-    "autotune_strategy": ("default search strategy for tune markers without strategy=", "auto"),
-    "autotune_budget": ("default budget (evaluations, or a duration such as 90s)", "200"),
-    "autotune_tolerance": ("default allowed slowdown of the gate, as a fraction (0.10 = 10%)", "0.10"),
-    "autotune_alpha": ("significance level of the gate's Mann-Whitney U test", "0.01"),
-    "autotune_lockdir": ("directory of the per-device lockfiles, relative to the rootdir", "autotune.lock"),
-    "autotune_missing": ("what the gate does without a valid lock entry: skip, fail or tune", "skip"),
+    "autotune_strategy": ("default search strategy for tune markers without strategy=", DEFAULTS.STRATEGY),
+    "autotune_budget": ("default budget (evaluations, or a duration such as 90s)", str(DEFAULTS.BUDGET)),
+    "autotune_tolerance": ("default allowed slowdown of the gate, as a fraction (0.10 = 10%)",
+                           f"{DEFAULTS.TOLERANCE:.2f}"),
+    "autotune_alpha": ("significance level of the gate's Mann-Whitney U test", f"{DEFAULTS.ALPHA:g}"),
+    "autotune_lockdir": ("directory of the per-device lockfiles, relative to the rootdir", DEFAULTS.LOCKDIR),
+    "autotune_missing": ("what the gate does without a valid lock entry: skip, fail or tune", DEFAULTS.MISSING),
     "autotune_compile_workers": ("compile workers that compile the next candidates while one is timed: a number "
                                  "(1 = compile inline) or auto (CPU cores minus one)", "auto"),
     "autotune_incomparable": ("what the gate does on a machine whose probes differ from the lock's: warn, skip "
-                              "or fail", "warn"),
+                              "or fail", DEFAULTS.INCOMPARABLE),
     "autotune_early_stop": ("stop timing configurations whose first runs are far slower than the best so far "
                             "(true/false)", "true"),
     "autotune_require_device": ("a kernel without a usable device fails its test instead of skipping it, when "
@@ -169,13 +171,15 @@ def _validated_defaults(config: pytest.Config) -> dict[str, Any]:
         raise pytest.UsageError(f"{where}={raw_budget}: {exc}") from None
     values: dict[str, Any] = {"strategy": strategy, "budget": budget, "seed": opt("autotune_seed"),
                               "early_stop": _early_stop_default(config)}
-    for name, (low, high, example) in {"tolerance": (0.0, 10.0, "0.10 for 10%"), "alpha": (0.0, 1.0, "0.01")}.items():
+    for name, valid, (low, high), example in (("tolerance", DEFAULTS.is_tolerance, DEFAULTS.TOLERANCE_RANGE,
+                                                "0.10 for 10%"),
+                                               ("alpha", DEFAULTS.is_alpha, DEFAULTS.ALPHA_RANGE, "0.01")):
         raw, where = source(f"--autotune-{name}", f"autotune_{name}")
         try:
             value = float(raw)
         except (TypeError, ValueError):
             value = float("nan")
-        if not (low <= value < high) or (name == "alpha" and value == 0):
+        if not valid(value):
             raise pytest.UsageError(f"{where}={raw}: expected a number in [{low:g}, {high:g}), e.g. {example}")
         values[name] = value
     values["max_configurations"] = _max_configurations(ini("autotune_max_configurations"))
@@ -279,12 +283,14 @@ def _resolve_options(config: pytest.Config) -> Options:
                    defaults=defaults, verbosity=config.get_verbosity(),
                    is_worker=hasattr(config, "workerinput"), incomparable=incomparable,
                    compile_workers=_compile_workers(config), require_device=_require_device(config),
-                   cluster=_cluster(config))
+                   cluster=_cluster(config), compile_archs=list(opt("autotune_compile") or []),
+                   compile_sample=opt("autotune_compile_sample"))
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "tune(params, restrictions=[], strategy='auto', budget=200, objective='time', "
-                                       "tolerance=0.10, seed=None, constants={}, measure={}, alpha=0.01): "
+    config.addinivalue_line("markers", f"tune(params, restrictions=[], strategy={DEFAULTS.STRATEGY!r}, "
+                                       f"budget={DEFAULTS.BUDGET}, objective='time', tolerance={DEFAULTS.TOLERANCE:.2f}, "
+                                       f"seed=None, constants={{}}, measure={{}}, alpha={DEFAULTS.ALPHA:g}): "
                                        "auto-tune the kernel(s) this test runs through the autotune fixture")
     config.addinivalue_line("markers", "gpu: needs a CUDA device; skipped cleanly without one")
     options = _resolve_options(config)

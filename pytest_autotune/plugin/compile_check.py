@@ -268,8 +268,8 @@ def check_in_test(autotune: Any, spec: KernelSpec, label: str) -> dict[str, Any]
     from ..runners import nvrtc
 
     item, settings = autotune.item, autotune.settings
-    archs: list[int] = item.config.getoption("autotune_compile")
-    sample: int = item.config.getoption("autotune_compile_sample") or DEFAULT_SAMPLE
+    archs: list[int] = autotune.state.options.compile_archs
+    sample: int = autotune.state.options.compile_sample or DEFAULT_SAMPLE
     # The check was asked for: without NVRTC it fails (a skip would let a broken CI job pass green).
     reason = nvrtc.nvrtc_unavailable_reason()
     if reason:

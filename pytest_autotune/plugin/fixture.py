@@ -54,7 +54,7 @@ class Autotune:
                **runner_options: Any) -> KernelResult:
         """Tune or gate a source kernel (CUDA via cupy/pycuda, OpenCL via opencl, C/C++ via the C runner)."""
         __tracebackhide__ = True
-        if self.item.config.getoption("autotune_compile", None):
+        if self.state.options.compile_archs:
             try:
                 spec = kernel_spec(source, kernel_name, problem_size, args, grid_div_x=grid_div_x,
                                    grid_div_y=grid_div_y, grid_div_z=grid_div_z, compiler_options=compiler_options,
