@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(bool(NVRTC_MISSING) and not WHEELS_EXIST,
                                 reason=f"no cuda-bindings/NVRTC wheels for this platform: {NVRTC_MISSING}")
 
 # Inner sessions drop the modules they import; keep one copy of the heavy ones (see test_plugin_e2e).
-for _name in ("pytest_autotune.plugin.compile_check", "scipy.stats"):
+for _name in ("pytest_autotune.lifecycle.compile_check", "scipy.stats"):
     importlib.import_module(_name)
 if not NVRTC_MISSING:
     importlib.import_module("cuda.bindings.nvrtc")

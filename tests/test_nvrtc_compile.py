@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_autotune.plugin.compile_check import (check_configuration, check_kernel, configurations_to_check,
+from pytest_autotune.lifecycle.compile_check import (check_configuration, check_kernel, configurations_to_check,
                                            locked_winners, parse_arch_list)
 from pytest_autotune.runners.cuda_arch import ARCH_LIMITS, arch_limits, parse_arch
 from pytest_autotune.runners.cuda_common import find_kernel_symbol, mangled_prefix_pattern

@@ -8,17 +8,18 @@ client of :class:`KernelLifecycle`; :func:`gate` and :class:`Kernels` serve a
 plain script or another test runner.
 """
 from ..measure.timing import TimingStats
+from .compile_check import DEFAULT_SAMPLE, compile_outcome, parse_arch_list, positive_sample
 from .calls import KernelCall, function_call, replay_call, source_call, triton_call
 from .host import Host
 from .outcome import TUNE_STATUS, Action, KernelResult, Mode, Outcome, Status, SummaryRow
 from .progress import Progress, eta
 from .run import KernelLifecycle
 from .scratch import ScratchCache, fingerprint
-from .script import Kernels, gate
+from .script import Kernels, gate, kernel_spec
 from .settings import (DEVICE_CONSTANTS, INCOMPARABLE_POLICIES, MARKER_ARGS, MISSING_POLICIES, MarkerError, Options,
                        TuneSettings, parse_marker)
 
-__all__ = ["Action", "DEVICE_CONSTANTS", "Host", "INCOMPARABLE_POLICIES", "KernelCall", "KernelLifecycle",
+__all__ = ["Action", "DEFAULT_SAMPLE", "DEVICE_CONSTANTS", "Host", "INCOMPARABLE_POLICIES", "KernelCall", "KernelLifecycle",
            "KernelResult", "Kernels", "MARKER_ARGS", "MISSING_POLICIES", "MarkerError", "Mode", "Options", "Outcome",
            "Progress", "ScratchCache", "Status", "SummaryRow", "TimingStats", "TUNE_STATUS", "TuneSettings", "eta", "fingerprint",
-           "function_call", "gate", "parse_marker", "replay_call", "source_call", "triton_call"]
+           "compile_outcome", "function_call", "gate", "kernel_spec", "parse_arch_list", "positive_sample", "parse_marker", "replay_call", "source_call", "triton_call"]

@@ -15,7 +15,7 @@ from typing import Any, Generator
 import pytest
 
 from . import hookspec
-from .compile_check import DEFAULT_SAMPLE, parse_arch_list, positive_sample
+from ..lifecycle import DEFAULT_SAMPLE, parse_arch_list, positive_sample
 from .. import defaults as DEFAULTS
 from ..engine.evaluator import Budget
 from ..measure.bounds import check_memory_limit, parse_size

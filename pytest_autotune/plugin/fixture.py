@@ -20,8 +20,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import pytest
 
-from ..lifecycle import Action, Host, KernelResult, Kernels, Outcome, TimingStats, TuneSettings
-from ..lifecycle.script import kernel_spec
+from ..lifecycle import Action, Host, KernelResult, Kernels, Outcome, TuneSettings, compile_outcome, kernel_spec
 from .session import SessionState
 
 __all__ = ["Autotune", "KernelResult", "CALLS_KEY"]
@@ -62,14 +61,9 @@ class Autotune:
                                    lang=lang, check=check, block_size_names=block_size_names)
             except Exception:  # the same call below says what is wrong, at the test's line
                 spec = None
-            if spec is not None and spec.lang == "cuda":
-                from .compile_check import check_in_test  # --autotune-compile: NVRTC only, no device
-
-                label = name or kernel_name.split("<")[0].strip()
-                nan = float("nan")
-                no_timing = TimingStats(median=nan, mean=nan, min=nan, max=nan, iqr=nan, n=0, samples=[])
-                return KernelResult(label, "compile", check_in_test(self, spec, label), no_timing, None, None, None,
-                                    {})
+            if spec is not None and spec.lang == "cuda":  # --autotune-compile: NVRTC only, no device
+                return self._finish(compile_outcome(spec, self.settings, self.state.options, self.item.nodeid,
+                                                    name or kernel_name.split("<")[0].strip()))
         return self._finish(self.kernels.kernel(
             source, kernel_name, problem_size, args, expected=expected, atol=atol, rtol=rtol, verify=verify,
             grid_div_x=grid_div_x, grid_div_y=grid_div_y, grid_div_z=grid_div_z, block_size_names=block_size_names,

@@ -28,7 +28,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..lifecycle import Mode, Status, SummaryRow
+from ..measure.timing import TimingStats
+from .outcome import KernelResult, Mode, Outcome, Status, SummaryRow
 from ..runners.cuda_arch import ARCH_LIMITS, arch_limits, parse_arch
 from ..errors import InvalidConfiguration
 from ..runners.executor import check_kernel_resources, check_launch_limits
@@ -253,54 +254,51 @@ def positive_sample(text: str) -> int:
     return value
 
 
-# -- the pytest adapter -------------------------------------------------------------------------------
+# -- the lifecycle's compile mode ------------------------------------------------------------------------
 
 
-def check_in_test(autotune: Any, spec: KernelSpec, label: str) -> dict[str, Any]:
-    """What ``autotune.kernel`` does under ``--autotune-compile``: check, record a summary row, fail on a bad one.
+def compile_outcome(spec: KernelSpec, settings: Any, options: Any, test: str, label: str) -> Outcome:
+    """What ``autotune.kernel`` does under ``--autotune-compile``: check, a summary row, a failure for a bad one.
 
-    Returns the configuration the test gets back: a locked winner, else the
-    first valid configuration (the fixture wraps it in a result without timings).
+    The result's params are the configuration the test gets back: a locked winner, else the first valid
+    configuration (no timings: nothing ran).
     """
-    import pytest
-
     from ..lock.lockfile import LockfileError
     from ..runners import nvrtc
 
-    item, settings = autotune.item, autotune.settings
-    archs: list[int] = autotune.state.options.compile_archs
-    sample: int = autotune.state.options.compile_sample or DEFAULT_SAMPLE
+    archs: list[int] = list(options.compile_archs)
+    sample: int = options.compile_sample or DEFAULT_SAMPLE
     # The check was asked for: without NVRTC it fails (a skip would let a broken CI job pass green).
     reason = nvrtc.nvrtc_unavailable_reason()
     if reason:
-        pytest.fail(f"autotune: --autotune-compile needs NVRTC: {reason}", pytrace=False)
+        return Outcome.failed(f"autotune: --autotune-compile needs NVRTC: {reason}")
     unknown = [cc for cc in archs if cc not in nvrtc.supported_archs()]
     if unknown:
         flag = ",".join(f"sm_{cc}" for cc in archs)
         version = ".".join(map(str, nvrtc.nvrtc_version()))
         known = ", ".join(f"sm_{cc}" for cc in nvrtc.supported_archs())
-        pytest.fail(f"autotune: --autotune-compile={flag}: NVRTC {version} cannot compile for "
-                    f"{', '.join(f'sm_{cc}' for cc in unknown)} (it knows {known}); "
-                    f"{nvrtc.arch_remedy(unknown, nvrtc.supported_archs())}", pytrace=False)
+        return Outcome.failed(f"autotune: --autotune-compile={flag}: NVRTC {version} cannot compile for "
+                              f"{', '.join(f'sm_{cc}' for cc in unknown)} (it knows {known}); "
+                              f"{nvrtc.arch_remedy(unknown, nvrtc.supported_archs())}")
     try:
-        locked = locked_winners(autotune.state.options.lockdir, item.nodeid, label, archs)
+        locked = locked_winners(options.lockdir, test, label, archs)
     except LockfileError as exc:
-        pytest.fail(f"autotune: {exc}", pytrace=False)
+        return Outcome.failed(f"autotune: {exc}")
     report = check_kernel(spec, settings.params, settings.restrictions, archs, constants=settings.constants,
                           locked=locked, sample=sample, seed=settings.seed or 0, name=label,
                           max_configurations=settings.max_configurations)
     failures = report.failures()
     chosen = next((c.params for c in report.checks if c.ok), {})
-    counts = report.counts()
-    row = SummaryRow.make(item.nodeid, label, Mode.COMPILE, Status.COMPILE_FAILED if failures else Status.COMPILED,
+    row = SummaryRow.make(test, label, Mode.COMPILE, Status.COMPILE_FAILED if failures else Status.COMPILED,
                           params=chosen, evaluations=len(report.checks), budget=len(report.checks), strategy="nvrtc",
-                          failures={k: v for k, v in _failure_totals(report).items() if v}, compile=counts,
+                          failures={k: v for k, v in _failure_totals(report).items() if v}, compile=report.counts(),
                           spills=[c.as_dict() for c in report.checks if c.spills],
                           message=report.failure_message() if failures else "")
-    item.user_properties.append(("autotune", row.as_dict()))
     if failures:
-        pytest.fail(f"autotune: {report.failure_message()}", pytrace=False)
-    return dict(chosen)
+        return Outcome.failed(f"autotune: {report.failure_message()}", row)
+    nan = float("nan")
+    no_timing = TimingStats(median=nan, mean=nan, min=nan, max=nan, iqr=nan, n=0, samples=[])
+    return Outcome.passed(KernelResult(label, "compile", dict(chosen), no_timing), row)
 
 
 def _failure_totals(report: CompileCheckReport) -> dict[str, int]:
