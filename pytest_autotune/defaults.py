@@ -2,8 +2,6 @@
 marker, the lifecycle's script entry points and the engine's ``tune()``."""
 from __future__ import annotations
 
-import math
-from typing import Any
 
 __all__ = ["STRATEGY", "BUDGET", "TOLERANCE", "ALPHA", "LOCKDIR", "MISSING", "INCOMPARABLE", "is_tolerance", "is_alpha",
            "TOLERANCE_RANGE", "ALPHA_RANGE"]

@@ -189,3 +189,13 @@ def test_every_error_of_the_package_has_one_root() -> None:
                     and not issubclass(obj, AutotuneError)):
                 orphans.append(f"{name}.{attr}")
     assert not orphans, f"errors without the root class AutotuneError: {orphans}"
+
+
+def test_the_pytest_glue_reads_the_layers_below_only_through_the_lifecycle() -> None:
+    """The plugin holds no lock, gate or engine logic: it imports the lifecycle's public API (the package), the
+    root errors and the defaults, and its own modules; everything else it needs the lifecycle exports."""
+    allowed = {"pytest_autotune.lifecycle", "pytest_autotune.errors", "pytest_autotune.defaults"}
+    offenders = sorted(f"{name} imports {target}" for name, targets in GRAPH.items()
+                       if name.startswith("pytest_autotune.plugin") for target in targets
+                       if not target.startswith("pytest_autotune.plugin") and target not in allowed)
+    assert not offenders, "\n".join(offenders)

@@ -9,7 +9,7 @@ rounds and :mod:`.messages` renders what a decision found.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping, Sequence, Union
+from typing import Any, ClassVar, Sequence, Union
 
 import numpy as np
 

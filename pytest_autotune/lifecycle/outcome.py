@@ -103,7 +103,8 @@ class SummaryRow:
     new_lockfile_beside: list[str] | None = None
     incomparable_policy: str | None = None
     required: bool | None = None
-    samples: list[float] | None = None
+    samples: list[float] | None = None  # a gate's fresh samples
+    locked_samples: list[float] | None = None  # the lock entry's, beside them
     given: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
     @classmethod

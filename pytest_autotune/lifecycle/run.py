@@ -357,7 +357,8 @@ class KernelLifecycle:
                      method=outcome.method, absolute_change_pct=absolute.change_pct if absolute else None,
                      machine=outcome.machine.changes if outcome.machine else None,
                      incomparable_policy=opts.incomparable if outcome.verdict == "incomparable" else None,
-                     samples=[float(x) for x in outcome.measurement.samples or []])  # the job summary's plot
+                     samples=[float(x) for x in outcome.measurement.samples or []],  # the job summary's plot
+                     locked_samples=entry.samples)
         if outcome.failed:
             raise _fail(outcome.message)
         if outcome.verdict == "incomparable":

@@ -15,19 +15,15 @@ from typing import Any, Generator
 import pytest
 
 from . import hookspec
-from ..lifecycle import DEFAULT_SAMPLE, parse_arch_list, positive_sample
 from .. import defaults as DEFAULTS
-from ..engine.evaluator import Budget
-from ..measure.bounds import check_memory_limit, parse_size
 from .fixture import CALLS_KEY, Autotune
-from ..lifecycle.settings import MarkerError, TuneSettings, parse_marker
-from ..runners.compile_pool import parse_compile_workers
+from ..lifecycle import (DEFAULT_MAX_CONFIGURATIONS, DEFAULT_SAMPLE, Budget, MarkerError, StrategyError, TuneSettings,
+                         check_memory_limit, parse_arch_list, parse_compile_workers, parse_marker, parse_size,
+                         positive_sample, validate_strategy_spec)
 from . import job_summary
-from ..space import DEFAULT_MAX_CONFIGURATIONS
 from .report import (cut_note_lines, failure_lines, fallback_line, format_table, lockfile_lines, new_lockfile_lines,
                      not_gated_line, not_tuned_line, write_json_report, write_plots)
 from .session import INCOMPARABLE_POLICIES, MISSING_POLICIES, STATE_KEY, Options, SessionState
-from ..strategies import StrategyError, validate_strategy_spec
 
 
 class AutotuneWarning(pytest.PytestWarning):
@@ -72,7 +68,7 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     """Triton kernels run in Triton's interpreter on a machine without a GPU: set before conftests import triton."""
-    from ..runners.triton_kernel import use_interpreter_without_gpu
+    from ..lifecycle import use_interpreter_without_gpu
 
     use_interpreter_without_gpu()
 

@@ -147,17 +147,8 @@ def append(path: str | os.PathLike[str], markdown: str) -> Path:
 
 
 def _locked_samples(row: Mapping[str, Any]) -> list[float]:
-    """The lock entry's samples of ``row`` (from the lockfile the row names), or [] when unreadable."""
-    if row.get("locked_samples"):
-        return [float(x) for x in row["locked_samples"]]
-    try:
-        from ..lock.lockfile import entry_key, read_lockfile
-
-        lock = read_lockfile(row["lockfile"])
-        entry = lock.get(entry_key(str(row["test"]), str(row["kernel"]))) if lock is not None else None
-    except Exception:  # a report never fails a run: no samples, no plot
-        return []
-    return [float(x) for x in (entry or {}).get("samples") or []]
+    """The lock entry's samples of ``row`` (a gate's row carries them), or [] when it has none."""
+    return [float(x) for x in row.get("locked_samples") or []]
 
 
 def write_distribution_plots(directory: str | Path, rows: Sequence[Mapping[str, Any]]) -> list[Path]:
