@@ -24,6 +24,7 @@ from ..lifecycle import Collected, Orphan, Rename, find_orphans, find_renames, o
 
 prune = remove_orphans  # the CLI's name for it
 
+
 class PruneError(AutotuneError):
     """Pruning was refused; the message says why and nothing was written."""
 
