@@ -40,7 +40,8 @@ from ..measure.timing import EarlyStop
 from ..results import FailureKind, Measurement
 from ..runners.compile_pool import config_key
 from ..runners.device import DeviceInfo
-from ..runners.remote import GPU_RUNNERS, DeviceStage, compile_and_ship, runner_recipe
+from ..runners.base import capabilities, measure_of
+from ..runners.remote import DeviceStage, compile_and_ship, holds_gpu, runner_recipe
 
 __all__ = ["ClusterError", "ClusterSpec", "RayFleet", "SingleDevice", "parse_cluster", "RESOURCE", "check_same_model",
            "tune_on_cluster"]
@@ -139,12 +140,12 @@ class RayFleet:
                                    f"{exc}") from None
             self.started_here = True
         self.runner_name = runner.name
-        self.gpu = runner.name in GPU_RUNNERS or getattr(runner.device(), "kind", "") == "cuda"  # e.g. Triton
+        self.gpu = holds_gpu(runner)
         self.resource = "GPU" if self.gpu else self.spec.resource
         where = {"num_gpus": 1} if self.gpu else {"resources": {self.resource: 1}}
         self._actor_class = ray.remote(DeviceStage).options(num_cpus=0, max_restarts=0, **where)
         self._recipe = ray.put(runner_recipe(runner))
-        stage = getattr(runner, "compile_stage", lambda: None)()
+        stage = runner.compile_stage() if capabilities(runner).compiles_ahead else None
         self._stage = ray.put(stage) if stage is not None else None
         self._compile_task = ray.remote(compile_and_ship).options(num_cpus=self.spec.compile_cpus, max_retries=1)
         self._devices: list[_Device] = []
@@ -398,7 +399,7 @@ class SingleDevice:
     def __init__(self, fleet: RayFleet, runner: Any) -> None:
         self.fleet = fleet
         self.name = runner.name
-        self.measure = getattr(runner, "measure", None)
+        self.measure = measure_of(runner)
         self._device: _Device | None = None
 
     def device(self) -> DeviceInfo:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from .. import defaults as DEFAULTS
 from ..errors import AutotuneError
-import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -23,7 +22,7 @@ from ..measure.timing import TimingStats
 from .pipeline_depth import PipelineDepth
 from .systematic import STOP_PREFIX
 from ..results import Measurement
-from ..runners.base import Runner, supports_profiling
+from ..runners.base import Runner, capabilities, measure_of, supports_profiling
 from ..runners.compile_pool import compile_ahead, pipelined
 from ..runners.device import DeviceInfo
 from ..runners.nvrtc import SPILL_FACTS
@@ -108,11 +107,8 @@ def params_key(params: Mapping[str, Any]) -> str:
 
 
 def _evaluate(runner: Runner, params: Mapping[str, Any], keep_outputs: bool) -> Measurement:
-    if keep_outputs:
-        try:
-            return runner.evaluate(params, keep_outputs=True)  # type: ignore[call-arg]
-        except TypeError:
-            pass
+    if keep_outputs and capabilities(runner).keeps_outputs:
+        return runner.evaluate(params, keep_outputs=True)
     return runner.evaluate(params)
 
 
@@ -192,7 +188,7 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
         # (speculation costs search quality), and the device takes whichever candidate is compiled first
         ahead = compiling is not None or (prefetch is not None and batch_size > 1)
         depth = PipelineDepth(batch_size) if ahead else None
-        first_ready = getattr(runner, "first_ready", None) if ahead else None
+        first_ready = runner.first_ready if ahead and capabilities(runner).picks_ready else None  # type: ignore[attr-defined]
         evaluator = Evaluator(space, runner.evaluate, budget, cache=cache, on_record=on_record, seeds=seed_rows,
                               batch_size=batch_size, prefetch=prefetch,
                               early_stop=early_stop and stops_early(runner), depth=depth, first_ready=first_ready,
@@ -237,15 +233,12 @@ def _finish(runner: Runner, search: Strategy, space: SearchSpace, history: Searc
 
 def stops_early(runner: Runner) -> bool:
     """Whether ``runner.evaluate`` takes an early-stop cutoff and its measure options allow one."""
-    try:
-        takes_stop = "stop" in inspect.signature(runner.evaluate).parameters
-    except (TypeError, ValueError):
-        takes_stop = False
-    return takes_stop and bool(getattr(getattr(runner, "measure", None), "early_stop", True))
+    measure = measure_of(runner)
+    return capabilities(runner).stops_early and bool(getattr(measure, "early_stop", True))
 
 
 def _objective_name(runner: Runner) -> str:
-    measure = getattr(runner, "measure", None)
+    measure = measure_of(runner)
     return getattr(measure, "objective", "median")
 
 

@@ -56,7 +56,15 @@ void fma_chains(float *out, int iterations) {
 """
 
 PROBES = ("bandwidth_gbs", "compute_gflops")
-CPU_KINDS = ("cpu", "triton-interpreter")  # probed through the C runner (Triton's interpreter runs on this CPU)
+def cpu_kinds() -> tuple[str, ...]:
+    """Device kinds probed through the C runner: those the backends declare run on this CPU (``cpu``; Triton's
+    interpreter)."""
+    from ..backends import cpu_probed_kinds
+
+    return cpu_probed_kinds()
+
+
+CPU_KINDS = ("cpu", "triton-interpreter")  # the built-ins' cpu_kinds(), for code that imported the constant
 PROBE_NAMES = {"bandwidth_gbs": "memory bandwidth", "compute_gflops": "compute throughput"}
 
 
@@ -139,7 +147,7 @@ def probes_for(device_kind: str, sizes: Mapping[str, int] | None = None, *, fres
     try:
         if device_kind == "cuda" and make is not None:
             return measure_gpu_probes(make, **size)
-        if device_kind not in CPU_KINDS:
+        if device_kind not in cpu_kinds():
             return None
         return measure_cpu_probes(**size) if fresh else cpu_probes(**size)
     except Exception:  # no compiler, a probe that does not build: the gate compares with the lock alone

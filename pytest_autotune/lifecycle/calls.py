@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from ..backends import registry as backend_registry
 from ..gate.probes import probe_measure
 from ..lock.entry import LockEntry
 from ..lock.hashing import describe_callable, hash_problem, hash_source, hash_space, kernel_source_hash, stable_hash
@@ -20,9 +21,6 @@ from ..runners.kernel import KernelSpec, spec_headers, with_code
 from .settings import TuneSettings
 
 __all__ = ["KernelCall", "source_call", "function_call", "triton_call", "replay_call", "space_hash"]
-
-LANG_SUFFIX = {"cuda": ".cu", "c": ".c", "c++": ".cpp", "opencl": ".cl"}
-
 
 @dataclass
 class KernelCall:
@@ -51,18 +49,6 @@ def footprint(args: Sequence[Any]) -> int:
     return sum(int(getattr(a, "nbytes", 0) or 0) for a in args if hasattr(a, "shape"))
 
 
-def cuda_toolchain(lang: str | None) -> dict[str, str]:
-    """NVRTC's version for a CUDA kernel (the device's versions name the driver, runtime and CuPy/PyCUDA)."""
-    if lang != "cuda":
-        return {}
-    try:
-        from ..runners.nvrtc import nvrtc_version
-
-        return {"nvrtc": ".".join(str(v) for v in nvrtc_version())}
-    except Exception:  # no NVRTC here (PyCUDA with nvcc, or no CUDA at all): nothing to record
-        return {}
-
-
 def source_call(spec: KernelSpec, settings: TuneSettings, label: str, *, runner: str | None = None,
                 atol: float | None = None, rtol: float | None = None, verify: Callable[..., Any] | None = None,
                 shared_mem: Any = None, runner_options: Mapping[str, Any] | None = None) -> KernelCall:
@@ -75,7 +61,8 @@ def source_call(spec: KernelSpec, settings: TuneSettings, label: str, *, runner:
               "lang": spec.lang, "geometry": [spec.grid_div_x, spec.grid_div_y, spec.grid_div_z,
                                               list(spec.block_size_names), shared_mem],
               "runner_options": options}
-    suffix = spec.source_file.suffix if spec.source_file is not None else LANG_SUFFIX.get(spec.lang, ".txt")
+    language = backend_registry.language(spec.lang)
+    suffix = spec.source_file.suffix if spec.source_file is not None else language.suffix if language else ".txt"
     source = {"code": spec.code, "suffix": suffix, "kernel_name": spec.kernel_name,
               "compiler_options": list(spec.compiler_options), "headers": headers,
               "file": spec.source_file.name if spec.source_file is not None else ""}
@@ -95,9 +82,9 @@ def source_call(spec: KernelSpec, settings: TuneSettings, label: str, *, runner:
         label, hashes, inputs, lambda: make_runner(spec, runner=runner, measure=measure, **options), source=source,
         make_locked_runner=locked_runner, problem=describe_problem(spec.problem_size, spec.args),
         footprint=footprint(spec.args),
-        toolchain={**({"flags": " ".join(flags)} if flags else {}), **cuda_toolchain(spec.lang)},
+        toolchain={**({"flags": " ".join(flags)} if flags else {}), **(language.toolchain() if language else {})},
         probe_make=(lambda probe: make_runner(probe, runner=runner, measure=probe_measure(), **options))
-        if spec.lang == "cuda" else None)
+        if language is not None and language.gpu_probes else None)
 
 
 def function_call(launch: Callable[[Mapping[str, Any]], Any], settings: TuneSettings, label: str, *,

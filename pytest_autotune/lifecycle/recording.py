@@ -8,7 +8,7 @@ from typing import Any
 from .._version import __version__
 from ..engine.evaluator import EvaluationRecord
 from ..engine.tuner import TuneResult, params_key
-from ..gate.probes import CPU_KINDS, GPU_PROBE_VERSION, PROBE_VERSION, probe_sizes, probes_for
+from ..gate.probes import GPU_PROBE_VERSION, PROBE_VERSION, cpu_kinds, probe_sizes, probes_for
 from ..gate.retune import RetuneDecision
 from ..gate.rounds import best_state_rounds, lock_pauses, rotating_pin
 from ..lock.devices import cpu_record
@@ -62,7 +62,7 @@ def build_entry(k: KernelCall, test: str, settings: TuneSettings, result: TuneRe
     sizes = probe_sizes(k.footprint, TimingStats.from_samples(samples).median)
     retimed = {params_key(r.params) for r in ups if result.confirmed_samples(r.params)}
     rounds = None
-    if device.kind in CPU_KINDS:
+    if device.kind in cpu_kinds():
         # the winner (and its runners-up) again, in rounds beside the probes on each CPU in turn; the
         # rounds where the machine was at its best are kept, so samples and probes describe one state
         rounds = best_state_rounds(

@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping
 from ..engine.cluster import ClusterError
 from ..engine.tuner import TuneError, _evaluate, build_space, compile_ahead_summary, first_failures, spills, tune
 from ..errors import BackendUnavailable, SpecError
-from ..gate.probes import CPU_KINDS, GPU_PROBE_VERSION, PROBE_VERSION, probes_for
+from ..gate.probes import GPU_PROBE_VERSION, PROBE_VERSION, cpu_kinds, probes_for
 from ..gate.retune import decide
 from ..gate.rounds import rotating_pin
 from ..gate.trust import UntrustedEntry, describe as describe_refusal, trusted_build, trusted_params, \
@@ -324,7 +324,7 @@ class KernelLifecycle:
             outcome = run_gate(label, test, entry, measure_current(), s.tolerance, s.alpha, rival,
                                remeasure=measure_current,
                                probe=probe if recorded.get("probe") in (PROBE_VERSION, GPU_PROBE_VERSION) else None,
-                               pin=rotating_pin(runner) if kind in CPU_KINDS else None)
+                               pin=rotating_pin(runner) if kind in cpu_kinds() else None)
         files = changed_files(k, entry)
         changes = [*toolchain_changes(entry, {**runner.device().versions, **k.toolchain})]
         if entry.test not in (None, test):

@@ -16,20 +16,14 @@ from .. import defaults as DEFAULTS
 from ..errors import AutotuneError
 from ..errors import SpecError
 from ..measure.timing import MeasureOptions
-from ..runners.opencl_device import CONSTANT_NAMES as OPENCL_CONSTANTS
+from ..backends import device_constants
 from ..space import SearchSpace, SearchSpaceError, SearchSpaceTooLarge, check_params, compile_restriction
 from ..space.callables import classify_callable, refused_restriction
 from ..strategies import StrategyError, validate_strategy_spec
 
-# Device limits runners hand to the space as constants (see runners.device).
-DEVICE_CONSTANTS = (
-    "max_threads", "max_shared_memory_per_block", "max_shared_memory", "max_registers_per_block",
-    "max_static_shared_memory_per_block", "max_shared_memory_per_block_default",
-    "warp_size", "sm_count", "cpu_count", "l1d_cache", "l2_cache", "l3_cache",  # the C runner's cache sizes
-    "l1_cache_size", "l2_cache_size", "l3_cache_size",
-    "compute_capability", "max_block_dim_x", "max_block_dim_y", "max_block_dim_z",
-    *OPENCL_CONSTANTS,
-)
+# Device limits runners hand to the space as constants (see runners.device): every backend's, as the backends
+# declare them (backends.device_constants(), which also has those of backends registered later).
+DEVICE_CONSTANTS = device_constants()
 OBJECTIVES = ("time",)
 MARKER_ARGS = ("params", "restrictions", "strategy", "budget", "objective", "tolerance", "seed", "constants",
                "measure", "alpha")
@@ -165,7 +159,7 @@ def _check_space(params: dict, restrictions: list, constants: dict, max_configur
         check_params(params, constants)
     except SearchSpaceError as exc:
         raise _fail("params", str(exc)) from None
-    device_names = {n: 1 for n in DEVICE_CONSTANTS if n not in params and n not in constants}
+    device_names = {n: 1 for n in device_constants() if n not in params and n not in constants}
     reads_device = False
     try:  # then each restriction on its own: its syntax, its names, a callable's signature
         for r in restrictions:

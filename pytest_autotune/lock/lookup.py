@@ -19,9 +19,9 @@ the device when ``device`` is not given.
 """
 from __future__ import annotations
 
+from ..backends import lock_kinds
 from ..errors import AutotuneError
 import functools
-import importlib.util
 import os
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
@@ -89,7 +89,7 @@ def clear_cache() -> None:
     """Forget the parsed lockfiles (and the detected device): the next lookups read and detect afresh."""
     _CACHE.clear()
     _PATHS.clear()
-    for detect in _DETECTORS.values():
+    for detect in _detectors().values():
         detect.cache_clear()
 
 
@@ -144,71 +144,44 @@ def detect_device_slugs() -> tuple[str, ...]:
 def _machine_slugs(kind: str | None = None) -> Iterator[str]:
     """:func:`detect_device_slugs` one at a time (only ``kind``'s when given): a lookup that finds its kernel
     in the CUDA or CPU lockfile never imports PyOpenCL (starting an OpenCL runtime costs about a second)."""
-    for name, detect in _DETECTORS.items():
+    for name, detect in _detectors().items():
         if kind is None or kind == name:
             slug = detect()
             if slug:
                 yield slug
 
 
-@functools.lru_cache(maxsize=1)
-def _cpu_slug() -> str:
-    from ..runners.device import detect_cpu_device
-
-    return detect_cpu_device().slug
-
-
-@functools.lru_cache(maxsize=1)
-def _cuda_slug() -> str | None:
-    from ..runners import device as devices
-
-    for module, detect in (("cupy", devices.detect_cuda_device_cupy), ("pycuda", devices.detect_cuda_device_pycuda)):
-        if importlib.util.find_spec(module) is None:
-            continue
-        try:
-            return detect(0).slug
-        except Exception:  # noqa: BLE001 - no driver, no GPU, broken install: this backend cannot say
-            continue
-    return None
-
-
-@functools.lru_cache(maxsize=1)
-def _opencl_slug() -> str | None:
-    """The OpenCL runner's default device (``$PYTEST_AUTOTUNE_DEVICE``/``$PYOPENCL_CTX`` respected), if any."""
-    if importlib.util.find_spec("pyopencl") is None:
-        return None
-    try:
-        import pyopencl as cl
-
-        from ..runners.opencl_device import detect_opencl_device, select_device
-
-        return detect_opencl_device(cl, select_device(cl)).slug
-    except Exception:  # noqa: BLE001 - no platform, no device, a selector that matches nothing
+def _first_of(detectors: list[Any]) -> Any:
+    """One kind's detector: the first of its backends' that names a device here, detected once per process."""
+    @functools.lru_cache(maxsize=1)
+    def detect() -> str | None:
+        for one in detectors:
+            slug = one()
+            if slug:
+                return slug
         return None
 
-
-@functools.lru_cache(maxsize=1)
-def _triton_slug() -> str | None:
-    """Where the triton runner tunes here: torch's GPU 0, else Triton's interpreter on this CPU."""
-    if importlib.util.find_spec("triton") is None or importlib.util.find_spec("torch") is None:
-        return None
-    from ..runners.triton_kernel import gpu_device_present, interpreter_requested
-    from ..runners.triton_runner import interpreter_device
-
-    if interpreter_requested() or not gpu_device_present():
-        return interpreter_device().slug
-    try:
-        import torch
-
-        from ..runners.device import slugify
-
-        return slugify(torch.cuda.get_device_name(0)) if torch.cuda.is_available() else interpreter_device().slug
-    except Exception:  # noqa: BLE001 - a broken driver: this backend cannot say
-        return None
+    return detect
 
 
-# the order lookups search; "triton" last: a GPU lock is the cuda one, the interpreter's is Triton's own
-_DETECTORS = {"cuda": _cuda_slug, "cpu": _cpu_slug, "opencl": _opencl_slug, "triton": _triton_slug}
+# kind -> this machine's lockfile name for it, in the order lookups search (the backends' registration order:
+# cuda, cpu, opencl, then "triton" last: a GPU lock is the cuda one, the interpreter's is Triton's own)
+_DETECTORS: dict[str, Any] = {}
+
+
+def _detectors() -> dict[str, Any]:
+    """:data:`_DETECTORS`, following the backends registered or removed since (a kind's detector is made once:
+    a test may replace one)."""
+    kinds = lock_kinds()
+    for kind, detectors in kinds.items():
+        if kind not in _DETECTORS:
+            _DETECTORS[kind] = _first_of(detectors)
+    for kind in [k for k in _DETECTORS if k not in kinds]:
+        del _DETECTORS[kind]
+    return _DETECTORS
+
+
+_triton_slug = _detectors()["triton"]  # where the triton runner tunes here (tests/triton_support.py)
 
 
 # --------------------------------------------------------------------------- selection
@@ -373,7 +346,7 @@ def locked_params(kernel: str, problem_size: Any = None, lockdir: str | os.PathL
     """
     if not isinstance(kernel, str) or not kernel:
         raise TypeError(f"locked_params: kernel must be a non-empty string, got {kernel!r}")
-    if kind is not None and kind not in _DETECTORS:
+    if kind is not None and kind not in _detectors():
         raise ValueError(f"locked_params({kernel!r}): kind={kind!r} is not a device kind; use one of "
                          f"{', '.join(map(repr, _DETECTORS))} (or device= a lockfile name)")
     slugs = (device,) if device is not None else _machine_slugs(kind)

@@ -1,129 +1,94 @@
 """Runners: compile, launch, time and verify one configuration at a time.
 
 ``make_runner(spec, runner=None, **options)`` is the one entry point the
-tuner and the plugin use. ``RUNNERS`` maps a name to a factory
-``factory(spec, **options) -> Runner``; other runners (``replay``) join with
-:func:`register_runner`. Backend libraries (cupy, pycuda, pyopencl) are
-imported only inside the process that owns the device.
+tuner and the plugin use. The backends are records in
+:mod:`pytest_autotune.backends` (``register(Backend(...))``); ``RUNNERS`` is a
+view of them by name (``factory(spec, **options) -> Runner``) and
+:func:`register_runner` adds a bare one. Backend libraries (cupy, pycuda,
+pyopencl) are imported only inside the process that owns the device.
 """
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import shutil
+from collections.abc import Iterator, MutableMapping
 from typing import Any, Callable
 
-from .base import Runner
+from .base import Capabilities, Runner, capabilities
+from ..backends import registry
 from ..errors import BackendUnavailable, InvalidConfiguration, SpecError
 from .kernel import KernelSpec, LocalMemory, instantiated_name, launch_geometry, render_source
 
 RunnerFactory = Callable[..., Runner]
 
 
-def _lazy(module: str, cls: str) -> RunnerFactory:
-    """A factory that imports ``module`` (relative to this package, or a full dotted path) on first use."""
-    def factory(spec: Any, **options: Any) -> Runner:
-        path = module if "." in module else f"{__name__}.{module}"
-        return getattr(importlib.import_module(path), cls)(spec, **options)
+class _Runners(MutableMapping[str, RunnerFactory]):
+    """The registered backends' runner factories by name (a view of :mod:`pytest_autotune.backends`)."""
 
-    factory.__name__ = f"make_{module.rsplit('.', 1)[-1]}"
-    return factory
+    def __getitem__(self, name: str) -> RunnerFactory:
+        backend = registry.get(name)
+        if backend is None:
+            raise KeyError(name)
+        return backend.make_runner
 
+    def __setitem__(self, name: str, factory: RunnerFactory) -> None:
+        registry.register(registry.Backend(name, factory), replace=True)
 
-def _make_opencl(spec: Any, **options: Any) -> Runner:
-    """The opencl runner; with ``check=`` the one that runs each configuration under Oclgrind first."""
-    if isinstance(spec, KernelSpec) and spec.check is not None:
-        from .oclgrind import CheckedOpenCLRunner
+    def __delitem__(self, name: str) -> None:
+        if registry.unregister(name) is None:
+            raise KeyError(name)
 
-        return CheckedOpenCLRunner(spec, **options)
-    from .opencl_runner import OpenCLRunner
+    def __iter__(self) -> Iterator[str]:
+        return (b.name for b in registry.backends())
 
-    return OpenCLRunner(spec, **options)
-
-
-def _make_callable(spec: Any, **options: Any) -> Runner:
-    """``make_runner(launch)`` or ``make_runner(None, runner="callable", launch=launch)``."""
-    if "launch" in options:
-        if spec is not None:
-            raise SpecError("pass the launch function either as the spec or as launch=, not both")
-        spec = options.pop("launch")
-    from .callable_runner import CallableRunner
-
-    return CallableRunner(spec, **options)
+    def __len__(self) -> int:
+        return sum(1 for _ in registry.backends())
 
 
-RUNNERS: dict[str, RunnerFactory] = {
-    "cupy": _lazy("cupy_runner", "CupyRunner"),
-    "pycuda": _lazy("pycuda_runner", "PycudaRunner"),
-    "c": _lazy("c_runner", "CRunner"),
-    "opencl": _make_opencl,
-    "triton": _lazy("triton_runner", "TritonRunner"),  # a TritonSpec (@triton.jit kernels; GPU or interpreter)
-    "callable": _make_callable,
-    # The replay runner answers from recorded spaces on the simulated clock, a layer above the runners: it is
-    # named by module path and imported on first use, the one deliberate exception to the layering.
-    "replay": _lazy("pytest_autotune.simulation.replay", "ReplayRunner"),  # make_runner(path, runner="replay")
-}
+RUNNERS: MutableMapping[str, RunnerFactory] = _Runners()
 
 
 def register_runner(name: str, factory: RunnerFactory, *, replace: bool = False) -> None:
-    """Make ``make_runner(spec, runner=name)`` call ``factory(spec, **options)``."""
-    if name in RUNNERS and not replace:
-        raise ValueError(f"a runner named {name!r} is already registered")
-    RUNNERS[name] = factory
-
-
-def _has_module(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
+    """Make ``make_runner(spec, runner=name)`` call ``factory(spec, **options)`` (a backend with nothing else
+    declared; :func:`pytest_autotune.backends.register` declares the rest)."""
+    registry.register(registry.Backend(name, factory), replace=replace)
 
 
 def backend_available(name: str) -> bool:
     """Cheap check (no import, no device access) that a runner's library/compiler exists."""
-    if name == "cupy":
-        return _has_module("cupy")
-    if name == "pycuda":
-        return _has_module("pycuda") and shutil.which("nvcc") is not None
-    if name == "c":
-        return shutil.which("gcc") is not None or shutil.which("cc") is not None
-    if name == "opencl":
-        return _has_module("pyopencl")
-    if name == "triton":
-        return _has_module("triton") and _has_module("torch")
-    return name in RUNNERS
+    backend = registry.get(name)
+    return backend is not None and bool(backend.available())
 
 
 def infer_runner(spec: Any) -> str:
-    """Runner name for a spec: CUDA -> cupy (else pycuda), OpenCL -> opencl, C/C++ -> c, a callable -> callable."""
+    """Runner name for a spec: the first available backend of its language (CUDA -> cupy, else pycuda;
+    OpenCL -> opencl; C/C++ -> c), a callable -> callable."""
     if not isinstance(spec, KernelSpec):
         if callable(spec):
             return "callable"
         raise SpecError(f"cannot pick a runner for {type(spec).__name__}; pass a KernelSpec or a launch callable")
-    if spec.lang == "cuda":
-        for name in ("cupy", "pycuda"):
-            if backend_available(name):
-                return name
-        raise BackendUnavailable(
-            "this kernel is CUDA, but neither CuPy nor PyCUDA (with nvcc) is installed: "
-            "pip install cupy-cuda13x for a CUDA 13 driver, cupy-cuda12x for CUDA 12 (or pycuda)"
-        )
-    if spec.lang == "opencl":
-        return "opencl"
-    return "c"
+    candidates = registry.for_language(spec.lang)
+    if not candidates:
+        raise SpecError(f"no backend runs {spec.lang!r} kernels")
+    if len(candidates) == 1:  # its own runner says what is missing
+        return candidates[0].name
+    for backend in candidates:
+        if backend.available():
+            return backend.name
+    raise BackendUnavailable(candidates[0].install_hint or f"no backend for {spec.lang!r} kernels is installed")
 
 
-def _check_opencl_only(spec: Any, name: str) -> None:
-    """``check=`` and ``LocalMemory`` arguments mean something to the opencl runner alone."""
-    if name == "opencl" or not isinstance(spec, KernelSpec):
+def _check_backend_options(spec: Any, backend: registry.Backend) -> None:
+    """``check=`` and ``LocalMemory`` arguments mean something to the backends that declare them alone."""
+    if not isinstance(spec, KernelSpec):
         return
-    if spec.check is not None:
+    name = backend.name
+    if spec.check is not None and not backend.checks:
         raise SpecError(f"check={spec.check!r} runs the kernel under Oclgrind, which only the opencl runner "
                         f"can do; the {name!r} runner cannot")
-    for i, arg in enumerate(spec.args):
-        if isinstance(arg, LocalMemory):
-            raise SpecError(f"argument {i} is LocalMemory, an OpenCL __local argument; the {name!r} runner "
-                            "has no such thing (CUDA: shared_mem=)")
+    if not backend.local_memory:
+        for i, arg in enumerate(spec.args):
+            if isinstance(arg, LocalMemory):
+                raise SpecError(f"argument {i} is LocalMemory, an OpenCL __local argument; the {name!r} runner "
+                                "has no such thing (CUDA: shared_mem=)")
 
 
 def make_runner(spec: Any, runner: str | None = None, **options: Any) -> Runner:
@@ -136,14 +101,13 @@ def make_runner(spec: Any, runner: str | None = None, **options: Any) -> Runner:
     the reason when the backend cannot work here.
     """
     name = runner or infer_runner(spec)
-    try:
-        factory = RUNNERS[name]
-    except KeyError:
-        raise SpecError(f"unknown runner {name!r}; known: {', '.join(sorted(RUNNERS))}") from None
-    if runner is not None and name in ("cupy", "pycuda", "c", "opencl") and not backend_available(name):
+    backend = registry.get(name)
+    if backend is None:
+        raise SpecError(f"unknown runner {name!r}; known: {', '.join(sorted(RUNNERS))}")
+    if runner is not None and backend.check_when_named and not backend.available():
         raise BackendUnavailable(f"runner {name!r} is not available here (library or compiler missing)")
-    _check_opencl_only(spec, name)
-    made = factory(spec, **options)
+    _check_backend_options(spec, backend)
+    made = backend.make_runner(spec, **options)
     try:  # how to build it again elsewhere: a cluster device (runners/remote.py)
         made.made_with = (spec, dict(options))  # type: ignore[attr-defined]
     except AttributeError:
@@ -154,12 +118,14 @@ def make_runner(spec: Any, runner: str | None = None, **options: Any) -> Runner:
 __all__ = [
     "RUNNERS",
     "BackendUnavailable",
+    "Capabilities",
     "InvalidConfiguration",
     "KernelSpec",
     "LocalMemory",
     "Runner",
     "SpecError",
     "backend_available",
+    "capabilities",
     "infer_runner",
     "instantiated_name",
     "launch_geometry",

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
 
 from ..results import FailureKind, Measurement
+from .base import capabilities
 
 
 def artefact_cache_dir(kind: str) -> Path:
@@ -384,8 +385,8 @@ def compile_ahead(runner: Any, workers: int | None) -> Iterator[Callable[[list[d
     or when the runner has no separate compile stage. The pool is closed on
     exit; the runner keeps working without it.
     """
-    start = getattr(runner, "start_compile_ahead", None)
-    if workers is None or workers <= 1 or start is None or not start(workers):
+    if workers is None or workers <= 1 or not capabilities(runner).compiles_ahead \
+            or not runner.start_compile_ahead(workers):
         yield None
         return
     try:

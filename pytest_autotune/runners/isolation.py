@@ -74,6 +74,7 @@ from ..results import FailureKind, Measurement
 from .device import DeviceInfo
 from ..errors import BackendUnavailable, SpecError
 from ..measure.verify import verify_outputs
+from .base import HOSTED, Capabilities
 from .compile_pool import CompiledArtefact, CompilePool, CompileStage
 from .executor import SLOW_PHASES, Executor
 from .worker import HeartbeatBoard
@@ -494,6 +495,7 @@ class HostedRunner:
 
     name = "hosted"
     executor_target = ""  # "module:Class" of the executor
+    capabilities: Capabilities = HOSTED  # outputs, early stop, compile ahead (where compile_stage() is not None)
 
     def __init__(self, *, isolate: bool, measure: MeasureOptions | Mapping[str, Any] | None, **executor_kwargs: Any):
         self.measure = MeasureOptions.coerce(measure)

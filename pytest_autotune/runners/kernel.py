@@ -28,6 +28,7 @@ from typing import Any, Callable, Mapping, Sequence, Union
 
 import numpy as np
 
+from ..backends import registry
 from ..errors import InvalidConfiguration, SpecError
 from .includes import headers_digest, include_dirs, local_headers
 
@@ -36,18 +37,6 @@ Expr = Union[str, int]
 Geometry = tuple[tuple[int, int, int], tuple[int, int, int], int]
 Dim3 = tuple[int, int, int]
 
-_SUFFIX_LANG = {
-    ".cu": "cuda", ".cuh": "cuda",
-    ".c": "c", ".h": "c",
-    ".cpp": "c++", ".cc": "c++", ".cxx": "c++", ".c++": "c++", ".hpp": "c++",
-    ".cl": "opencl",
-}
-_LANG_ALIASES = {
-    "cuda": "cuda", "cu": "cuda",
-    "c": "c",
-    "c++": "c++", "cpp": "c++", "cxx": "c++", "cc": "c++",
-    "opencl": "opencl", "cl": "opencl",
-}
 CHECKS = ("races", "memory")  # KernelSpec.check: what Oclgrind looks for before a configuration is timed
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _KERNEL_NAME = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*(?:::[A-Za-z_][A-Za-z0-9_]*)*)\s*(<.*>)?\s*\Z", re.S)
@@ -317,7 +306,7 @@ def _load_source(source: Union[str, os.PathLike]) -> tuple[str, Path | None]:
             return source, None
         path = Path(source)
         if not path.is_file():
-            if path.suffix in _SUFFIX_LANG:
+            if registry.for_suffix(path.suffix) is not None and path.suffix == path.suffix.lower():
                 raise SpecError(f"kernel source file {source!r} does not exist")
             return source, None
     else:
@@ -330,14 +319,16 @@ def _load_source(source: Union[str, os.PathLike]) -> tuple[str, Path | None]:
 
 def _infer_language(lang: str | None, path: Path | None, code: str, kernel_name: str) -> str:
     if lang is not None:
-        try:
-            return _LANG_ALIASES[lang.lower()]
-        except KeyError:
-            raise SpecError(f"unknown lang {lang!r}; use 'cuda', 'opencl', 'c' or 'c++'") from None
-    if path is not None and path.suffix.lower() in _SUFFIX_LANG:
+        known = registry.language(lang)
+        if known is None:
+            names = ", ".join(repr(x.name) for x in registry.languages())
+            raise SpecError(f"unknown lang {lang!r}; use one of {names}") from None
+        return known.name
+    by_suffix = registry.for_suffix(path.suffix) if path is not None else None
+    if path is not None and by_suffix is not None:
         if path.suffix.lower() in (".c", ".h") and "__global__" in code:
             return "cuda"
-        return _SUFFIX_LANG[path.suffix.lower()]
+        return by_suffix.name
     if "__global__" in code:
         return "cuda"
     if re.search(r"\b__kernel\b", code):
@@ -488,7 +479,8 @@ def spec_headers(spec: KernelSpec) -> dict[str, str]:
 
 
 def _default_suffix(lang: str | None) -> str:
-    return {"cuda": ".cu", "c": ".c", "c++": ".cpp", "opencl": ".cl"}.get(lang or "", ".c")
+    known = registry.language(lang)
+    return known.suffix if known is not None and known.suffixes else ".c"
 
 
 def problem_dims(spec: KernelSpec, params: Mapping[str, Any]) -> tuple[int, int, int]:

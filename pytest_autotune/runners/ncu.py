@@ -45,12 +45,14 @@ import signal
 import subprocess
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from ..errors import BackendUnavailable
+from .base import HOSTED, Capabilities
 from .kernel import KernelSpec, instantiated_name, launch_geometry, render_source, split_template
 
 __all__ = ["NcuError", "NCU_ENV", "default_metrics", "kernel_filter", "find_ncu", "ncu_available", "ncu_command",
@@ -396,6 +398,7 @@ class NsightProfiling:
 
     spec: KernelSpec
     device_id: int = 0
+    capabilities: Capabilities = replace(HOSTED, profiles=True)
 
     @property
     def can_profile(self) -> bool:

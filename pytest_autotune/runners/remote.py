@@ -16,7 +16,6 @@ machine without Ray never needs it.
 """
 from __future__ import annotations
 
-import inspect
 import os
 import socket
 import tempfile
@@ -24,16 +23,22 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..backends import registry
 from ..errors import SpecError
 from ..measure.timing import EarlyStop
 from ..results import Measurement
+from .base import capabilities
 from .compile_pool import CompiledArtefact, CompilerProcesses, artefact_cache_dir
 from .device import DeviceInfo
 
-__all__ = ["RunnerRecipe", "runner_recipe", "ShippedArtefact", "compile_and_ship", "DeviceStage", "GPU_RUNNERS"]
+__all__ = ["RunnerRecipe", "runner_recipe", "ShippedArtefact", "compile_and_ship", "DeviceStage", "holds_gpu"]
 
-GPU_RUNNERS = frozenset({"cupy", "pycuda"})
-"""Runners whose device is a CUDA GPU: their actors hold one (``num_gpus=1``); the others a declared resource."""
+
+def holds_gpu(runner: Any) -> bool:
+    """Whether ``runner``'s device is a CUDA GPU: its actors hold one (``num_gpus=1``); the others a declared
+    resource. The backend says so (cupy, pycuda), else the device it reports (Triton on a GPU)."""
+    backend = registry.get(runner.name)
+    return (backend is not None and backend.gpu) or getattr(runner.device(), "kind", "") == "cuda"
 
 
 @dataclass
@@ -119,10 +124,7 @@ class DeviceStage:
         self.runner = recipe.build()
         self.node = socket.gethostname()
         self.folder = artefact_cache_dir("shipped")
-        try:
-            self._stops = "stop" in inspect.signature(self.runner.evaluate).parameters
-        except (TypeError, ValueError):
-            self._stops = False
+        self._stops = capabilities(self.runner).stops_early
 
     def describe(self) -> tuple[DeviceInfo, dict[str, Any], str, int]:
         """(device, restriction constants, host name, process id): what the driver checks before using it."""
@@ -134,15 +136,12 @@ class DeviceStage:
         more: dict[str, Any] = {"stop": stop} if stop is not None and self._stops else {}
         if keep_outputs:
             more["keep_outputs"] = True
-        evaluate_compiled = getattr(self.runner, "evaluate_compiled", None)
-        if shipped is not None and evaluate_compiled is not None:
-            measurement = evaluate_compiled(params, shipped.unpack(self.folder), **more)
+        if shipped is not None and capabilities(self.runner).compiles_ahead:
+            measurement = self.runner.evaluate_compiled(params, shipped.unpack(self.folder), **more)
         else:
             measurement = self.runner.evaluate(params, **more)
         measurement.extra["cluster_device"] = f"{self.node}:{os.getpid()}"  # which device timed it
         return measurement
 
     def close(self) -> None:
-        close = getattr(self.runner, "close", None)
-        if close is not None:
-            close()
+        self.runner.close()

@@ -38,6 +38,7 @@ from ..datasets import RecordedSpace, SpaceDefinition, load_dataset
 from ..measure.timing import EarlyStop
 from ..results import FailureKind, Measurement
 from .clock import CostCharger, Pipeline
+from ..runners.base import Capabilities
 from ..runners.device import DeviceInfo
 from ..errors import BackendUnavailable, SpecError
 
@@ -55,6 +56,8 @@ class ReplayRunner:
     """A runner that returns the recorded outcome of each configuration."""
 
     name = "replay"
+    # keep_outputs is accepted (a recording has none to keep); prefetch and first_ready drive the simulated clock
+    capabilities = Capabilities(keeps_outputs=True, stops_early=True, picks_ready=True, profiles=True)
 
     def __init__(self, recorded: RecordedSpace | str | os.PathLike, noise: float = 0.0, scale: float = 1.0,
                  seed: int | np.random.SeedSequence | np.random.Generator | None = None, *,
