@@ -131,9 +131,17 @@ def register(backend: Backend, *, replace: bool = False) -> Backend:
 
 
 def unregister(name: str) -> Backend | None:
-    """Forget the backend ``name`` (its languages stay known); the record, or None."""
+    """Forget the backend ``name``, and those of its languages no other backend runs; the record, or None."""
     _builtins()
-    return _BACKENDS.pop(name, None)
+    backend = _BACKENDS.pop(name, None)
+    for lang in backend.languages if backend is not None else ():
+        if any(lang.name == x.name for b in _BACKENDS.values() for x in b.languages):
+            continue
+        _LANGUAGES.pop(lang.name, None)
+        for table in (_ALIASES, _SUFFIXES):
+            for key in [k for k, v in table.items() if v == lang.name]:
+                del table[key]
+    return backend
 
 
 def get(name: str) -> Backend | None:
