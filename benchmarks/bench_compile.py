@@ -3,7 +3,7 @@
 
 For each kernel of ``example_project/src/example_kernels/cuda.py`` and each
 architecture, the search space is built with that architecture's limits
-(:mod:`pytest_autotune.runners.cuda_arch`), and every configuration the
+(:mod:`pytest_autotune.backends.cuda_arch`), and every configuration the
 restrictions allow is compiled exactly as the CuPy runner would on such a
 device (:func:`pytest_autotune.lifecycle.compile_check.check_configuration`: NVRTC,
 ``-Xptxas=-v``, then the static limits). Reported per kernel and architecture:
@@ -38,9 +38,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import environment, print_table, write_json  # noqa: E402
 
 from pytest_autotune.lifecycle.compile_check import check_configuration, parse_arch_list  # noqa: E402
-from pytest_autotune.runners.cuda_arch import arch_limits  # noqa: E402
-from pytest_autotune.runners.kernel import KernelSpec  # noqa: E402
-from pytest_autotune.runners.nvrtc import nvrtc_unavailable_reason, nvrtc_version  # noqa: E402
+from pytest_autotune.backends.cuda_arch import arch_limits  # noqa: E402
+from pytest_autotune.execution.kernel import KernelSpec  # noqa: E402
+from pytest_autotune.backends.nvrtc import nvrtc_unavailable_reason, nvrtc_version  # noqa: E402
 from pytest_autotune.space import SearchSpace  # noqa: E402
 
 

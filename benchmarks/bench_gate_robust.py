@@ -66,7 +66,7 @@ from pytest_autotune.gate import verdict as gate_verdict  # noqa: E402
 from pytest_autotune.gate.verdict import MORE_ROUND_PAUSES_S, run_ab_gate, run_gate  # noqa: E402
 from pytest_autotune.measure.timing import MeasureOptions  # noqa: E402
 from pytest_autotune.runners import KernelSpec, make_runner  # noqa: E402
-from pytest_autotune.runners.isolation import sharing_one_cpu  # noqa: E402
+from pytest_autotune.execution.isolation import sharing_one_cpu  # noqa: E402
 
 KERNEL = r"""
 #include "reps.h"

@@ -295,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         "repeatability": repeat,
     }
     try:
-        from pytest_autotune.runners.device import detect_cpu_device
+        from pytest_autotune.execution.device import detect_cpu_device
 
         out["machine"] = detect_cpu_device().as_dict()
     except Exception:

@@ -29,7 +29,7 @@ from typing import Any, Mapping, Sequence
 
 from pytest_autotune import tune
 from pytest_autotune.runners import KernelSpec, make_runner
-from pytest_autotune.runners.device import slugify
+from pytest_autotune.execution.device import slugify
 from pytest_autotune.datasets import kernel_tuner_cache
 
 def recording(records: list[Any], params: Mapping[str, Sequence[Any]], restrictions: Sequence[str], kernel: str,

@@ -320,7 +320,7 @@ def _c_row() -> list[str]:
     import subprocess
     import tempfile
 
-    from .runners.device import detect_cpu_device
+    from .execution.device import detect_cpu_device
 
     compiler = os.environ.get("CC") or "gcc"
     device = detect_cpu_device(compiler)
@@ -346,8 +346,8 @@ def _pyopencl() -> Any:
 
 def _opencl_rows(cl: Any) -> tuple[list[list[str]], bool]:
     """One row per OpenCL device (probed), and whether a device that can time kernels builds."""
-    from .runners.device import DeviceInfo
-    from .runners.opencl_device import device_model, is_simulator, list_devices, probe_device, unusable_reason
+    from .execution.device import DeviceInfo
+    from .backends.opencl_device import device_model, is_simulator, list_devices, probe_device, unusable_reason
 
     rows, usable = [], False
     for p, d, dev in list_devices(cl):
@@ -370,7 +370,7 @@ def _cuda_rows() -> list[list[str]]:
     try:
         import cupy
 
-        from .runners.device import detect_cuda_device_cupy
+        from .execution.device import detect_cuda_device_cupy
 
         count = cupy.cuda.runtime.getDeviceCount()
         return [["cuda", f"{i} {(info := detect_cuda_device_cupy(i)).model}", info.slug, "not probed"]

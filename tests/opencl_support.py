@@ -48,7 +48,7 @@ def probed() -> dict[str, str | None]:
         import pyopencl as cl
     except ImportError:
         return {}
-    from pytest_autotune.runners.opencl_device import list_devices, probe_device, unusable_reason
+    from pytest_autotune.backends.opencl_device import list_devices, probe_device, unusable_reason
 
     found: dict[str, str | None] = {}
     for _, _, dev in list_devices(cl):

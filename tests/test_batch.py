@@ -18,7 +18,7 @@ import pytest
 from pytest_autotune import datasets, tune
 from pytest_autotune.engine.evaluator import Evaluator
 from pytest_autotune.results import Measurement
-from pytest_autotune.runners.device import DeviceInfo
+from pytest_autotune.execution.device import DeviceInfo
 from pytest_autotune.strategies import available_strategies, make_strategy
 from pytest_autotune.strategies.base import Batch, Strategy
 from pytest_autotune.strategies.batch import BatchSearch, proposal_key

@@ -242,7 +242,7 @@ def test_devices_lists_each_runners_devices_and_lockfiles(pocl, tmp_path, capsys
 
 def test_devices_exits_1_when_no_opencl_device_builds(tmp_path, capsys, monkeypatch) -> None:
     import pytest_autotune.cli as cli
-    from pytest_autotune.runners import opencl_device
+    from pytest_autotune.backends import opencl_device
     from test_opencl_probe import FakeCL, device
 
     monkeypatch.setattr(opencl_device, "_probed", {})
@@ -263,7 +263,7 @@ def test_devices_names_a_lockfile_under_its_older_name(tmp_path, capsys, monkeyp
     import shutil
 
     import pytest_autotune.cli as cli
-    from pytest_autotune.runners import opencl_device
+    from pytest_autotune.backends import opencl_device
     from test_opencl_probe import FakeCL, device
 
     legacy = "opencl-portable-computing-language-pthread-amd-epyc.json"

@@ -47,7 +47,7 @@ def cluster():
 
 
 def cluster_model() -> str:
-    from pytest_autotune.runners.device import detect_cpu_device
+    from pytest_autotune.execution.device import detect_cpu_device
 
     return detect_cpu_device().model
 

@@ -15,8 +15,8 @@ from pytest_autotune.engine.pipeline_depth import PipelineDepth
 from pytest_autotune.datasets import load_dataset
 from pytest_autotune.errors import SpecError
 from pytest_autotune.results import FailureKind, Measurement
-from pytest_autotune.runners.device import DeviceInfo
-from pytest_autotune.runners.remote import runner_recipe
+from pytest_autotune.execution.device import DeviceInfo
+from pytest_autotune.execution.remote import runner_recipe
 from pytest_autotune.simulation import Pipeline, simulate_fleet_search, simulate_search
 from pytest_autotune.simulation.replay import ReplayRunner
 from pytest_autotune.space import SearchSpace

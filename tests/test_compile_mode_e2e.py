@@ -13,9 +13,9 @@ import sys
 import pytest
 
 from pytest_autotune.lock.lockfile import merge_entries
-from pytest_autotune.runners.device import DeviceInfo
-from pytest_autotune.runners import nvrtc
-from pytest_autotune.runners.nvrtc import nvrtc_unavailable_reason
+from pytest_autotune.execution.device import DeviceInfo
+from pytest_autotune.backends import nvrtc
+from pytest_autotune.backends.nvrtc import nvrtc_unavailable_reason
 
 WHEELS_EXIST = sys.platform.startswith("linux") and platform.machine() in ("x86_64", "AMD64")
 NVRTC_MISSING = nvrtc_unavailable_reason()

@@ -1,4 +1,4 @@
-"""Compile ahead (runners/compile_pool.py): the pool compiles the next candidates while one is timed,
+"""Compile ahead (execution/compile_pool.py): the pool compiles the next candidates while one is timed,
 failures never reach the device and stay classified as without a pool, compilers pause while a CPU
 kernel is timed, and one worker is today's inline compile."""
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pytest_autotune import tune
 from pytest_autotune.measure.timing import MeasureOptions
 from pytest_autotune.results import FailureKind
 from pytest_autotune.runners import KernelSpec, make_runner
-from pytest_autotune.runners.compile_pool import (CompiledArtefact, _process_tree, CompilePool, CompilerProcesses,
+from pytest_autotune.execution.compile_pool import (CompiledArtefact, _process_tree, CompilePool, CompilerProcesses,
                                                   compile_ahead, default_compile_workers, parse_compile_workers,
                                                   pipelined)
 
@@ -384,7 +384,7 @@ def test_compile_ahead_is_off_for_runners_without_a_compile_stage() -> None:
 
 # -- NVRTC: the cupy runner's compile stage, for real, without a GPU -------------------------------
 
-nvrtc = pytest.importorskip("pytest_autotune.runners.nvrtc")
+nvrtc = pytest.importorskip("pytest_autotune.backends.nvrtc")
 NVRTC_MISSING = nvrtc.nvrtc_unavailable_reason()
 WHEELS_EXIST = sys.platform.startswith("linux") and __import__("platform").machine() in ("x86_64", "AMD64")
 needs_nvrtc = pytest.mark.skipif(bool(NVRTC_MISSING) and not WHEELS_EXIST, reason=f"no NVRTC here: {NVRTC_MISSING}")
@@ -405,7 +405,7 @@ __global__ void scale(float *x, float a, int n) {
 
 
 def cuda_stage(tmp_path: Path) -> Any:
-    from pytest_autotune.runners.cuda_arch import arch_limits
+    from pytest_autotune.backends.cuda_arch import arch_limits
 
     spec = KernelSpec(CUDA, "scale<block_size_x>", 4096, [np.zeros(4096, np.float32), np.float32(2), np.int32(4096)],
                       lang="cuda", shared_mem="DYNAMIC")
@@ -426,7 +426,7 @@ def test_nvrtc_stage_builds_a_cubin_the_device_stage_loads_by_lowered_name(tmp_p
 
 @needs_nvrtc
 def test_nvrtc_stage_rejects_before_the_device_with_the_device_stage_messages(tmp_path: Path) -> None:
-    from pytest_autotune.runners.executor import check_kernel_resources, check_launch_limits
+    from pytest_autotune.execution.executor import check_kernel_resources, check_launch_limits
 
     stage = cuda_stage(tmp_path)
     broken = stage.compile({"block_size_x": 128, "BROKEN": 1, "STATIC_FLOATS": 128, "DYNAMIC": 0}, CompilerProcesses())
@@ -512,7 +512,7 @@ def test_pytest_autotune_with_two_compile_workers_tunes_and_locks(project: pytes
 
 BROKEN_ARTEFACTS = """
 import pytest
-from pytest_autotune.runners import c_runner
+from pytest_autotune.backends import c_runner
 
 
 @pytest.fixture(autouse=True)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from pytest_autotune.lock.devices import cpu_generation_note, find_lockfile, recorded_slug
-from pytest_autotune.runners.device import DeviceInfo, cpu_signature
-from pytest_autotune.runners.opencl_device import device_identity, identity_model
+from pytest_autotune.execution.device import DeviceInfo, cpu_signature
+from pytest_autotune.backends.opencl_device import device_identity, identity_model
 
 EXAMPLE_LOCKS = Path(__file__).resolve().parents[1] / "example_project" / "autotune.lock"
 LEGACY_OPENCL = "opencl-portable-computing-language-pthread-amd-epyc.json"

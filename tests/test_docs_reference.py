@@ -19,7 +19,7 @@ from pytest_autotune.plugin import hookspec
 from pytest_autotune.plugin.fixture import Autotune
 from pytest_autotune.lifecycle.settings import MARKER_ARGS
 from pytest_autotune.runners import opencl_device
-from pytest_autotune.runners.device import _CUDA_CONSTANT_KEYS, DeviceInfo, cpu_constants
+from pytest_autotune.execution.device import _CUDA_CONSTANT_KEYS, DeviceInfo, cpu_constants
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

@@ -11,8 +11,8 @@ from pytest_autotune.lifecycle.settings import parse_marker
 from pytest_autotune.measure.timing import EARLY_STOP_FACTOR, EARLY_STOP_RUNS, EarlyStop, MeasureOptions, time_runs
 from pytest_autotune.results import FailureKind, Measurement
 from pytest_autotune.runners import KernelSpec, backend_available, make_runner
-from pytest_autotune.runners.callable_runner import CallableRunner
-from pytest_autotune.runners.device import DeviceInfo
+from pytest_autotune.backends.callable_runner import CallableRunner
+from pytest_autotune.execution.device import DeviceInfo
 from pytest_autotune.simulation.replay import ReplayRunner
 from pytest_autotune.lifecycle.scratch import ScratchCache
 from pytest_autotune.space import SearchSpace

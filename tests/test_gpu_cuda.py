@@ -101,7 +101,7 @@ def _template_spec(n: int = 1 << 16) -> KernelSpec:
 
 
 def test_gpu_compile_pool_cubins_are_loaded_by_the_cupy_device_stage_without_fallback() -> None:
-    from pytest_autotune.runners import nvrtc
+    from pytest_autotune.backends import nvrtc
 
     assert nvrtc.nvrtc_unavailable_reason() is None, nvrtc.nvrtc_unavailable_reason()
     with make_runner(_template_spec(), runner="cupy", measure=FAST) as runner:

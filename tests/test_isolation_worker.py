@@ -21,9 +21,9 @@ import pytest
 from pytest_autotune.measure.timing import MeasureOptions
 from pytest_autotune.results import FailureKind, Measurement
 from pytest_autotune.runners import BackendUnavailable, KernelSpec, SpecError, backend_available, make_runner
-from pytest_autotune.runners.device import DeviceInfo
-from pytest_autotune.runners.executor import Executor
-from pytest_autotune.runners.isolation import ExecutorRecipe, HostedRunner, IsolatedExecutor
+from pytest_autotune.execution.device import DeviceInfo
+from pytest_autotune.execution.executor import Executor
+from pytest_autotune.execution.isolation import ExecutorRecipe, HostedRunner, IsolatedExecutor
 
 needs_gcc = pytest.mark.skipif(not backend_available("c"), reason="needs gcc")
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from pytest_autotune.errors import InvalidConfiguration, SpecError
-from pytest_autotune.runners.kernel import (
+from pytest_autotune.execution.kernel import (
     KernelSpec,
     eval_expr,
     instantiated_name,

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from pytest_autotune.lock.hashing import kernel_source_hash
-from pytest_autotune.runners.includes import include_dirs, local_headers
-from pytest_autotune.runners.kernel import KernelSpec, render_source, spec_headers
+from pytest_autotune.execution.includes import include_dirs, local_headers
+from pytest_autotune.execution.kernel import KernelSpec, render_source, spec_headers
 
 
 def _kernel(tmp_path: Path) -> KernelSpec:
@@ -45,7 +45,7 @@ def test_an_edited_header_changes_the_fingerprint_and_every_build_cache_key(tmp_
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 def test_the_c_build_cache_rebuilds_after_a_header_edit(tmp_path: Path) -> None:
-    from pytest_autotune.runners.c_runner import CCompileStage
+    from pytest_autotune.backends.c_runner import CCompileStage
 
     _kernel(tmp_path)
     code = (tmp_path / "k.c").read_text().replace('#include "absent.h"\n', "")

@@ -230,7 +230,7 @@ def test_corrupt_lockfile_names_the_file(tmp_path: Path) -> None:
 
 
 def test_device_detection_uses_the_cpu_slug_of_the_plugin(tmp_path: Path) -> None:
-    from pytest_autotune.runners.device import detect_cpu_device
+    from pytest_autotune.execution.device import detect_cpu_device
 
     slug = detect_cpu_device().slug
     write(tmp_path, slug, {"t::t::k": entry({"x": 5}, 10, kernel="k")})
@@ -240,7 +240,7 @@ def test_device_detection_uses_the_cpu_slug_of_the_plugin(tmp_path: Path) -> Non
 
 def test_kind_keeps_a_c_kernel_from_a_cuda_kernel_of_the_same_name(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_autotune.runners.device import detect_cpu_device
+    from pytest_autotune.execution.device import detect_cpu_device
 
     monkeypatch.setitem(lookup._DETECTORS, "cuda", lambda: "fake-gpu")  # a machine with a usable CUDA GPU
     write(tmp_path, "fake-gpu", {"t::cu::matmul": entry({"block_size_x": 32}, (192, 192), test="t::cu")})
@@ -259,7 +259,7 @@ def test_kind_keeps_a_c_kernel_from_a_cuda_kernel_of_the_same_name(tmp_path: Pat
 def test_device_detection_finds_an_opencl_kernel_under_the_plugins_opencl_lockfile(tmp_path: Path, pocl) -> None:
     import pyopencl as cl
 
-    from pytest_autotune.runners.opencl_device import detect_opencl_device, select_device
+    from pytest_autotune.backends.opencl_device import detect_opencl_device, select_device
 
     slug = detect_opencl_device(cl, select_device(cl)).slug  # what the OpenCL runner names its lockfile
     write(tmp_path, slug, {"t::t::cl_k": entry({"wg": 64}, 10, kernel="cl_k")})
@@ -268,7 +268,7 @@ def test_device_detection_finds_an_opencl_kernel_under_the_plugins_opencl_lockfi
 
 
 def test_opencl_is_detected_only_when_the_cuda_and_cpu_lockfiles_lack_the_kernel(tmp_path: Path) -> None:
-    from pytest_autotune.runners.device import detect_cpu_device
+    from pytest_autotune.execution.device import detect_cpu_device
 
     write(tmp_path, detect_cpu_device().slug, {"t::t::k": entry({"x": 5}, 10, kernel="k")})
     code = ("import sys; from pytest_autotune import locked_params; "

@@ -40,7 +40,7 @@ from pytest_autotune.lock.lockfile import (
     utc_timestamp,
 )
 from pytest_autotune.results import FailureKind
-from pytest_autotune.runners.device import DeviceInfo
+from pytest_autotune.execution.device import DeviceInfo
 
 DEVICE = DeviceInfo(
     model="NVIDIA H100 80GB HBM3",

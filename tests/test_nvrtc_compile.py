@@ -15,11 +15,11 @@ import pytest
 
 from pytest_autotune.lifecycle.compile_check import (check_configuration, check_kernel, configurations_to_check,
                                            locked_winners, parse_arch_list)
-from pytest_autotune.runners.cuda_arch import ARCH_LIMITS, arch_limits, parse_arch
-from pytest_autotune.runners.cuda_common import find_kernel_symbol, mangled_prefix_pattern
-from pytest_autotune.runners.kernel import KernelSpec
-from pytest_autotune.runners import nvrtc
-from pytest_autotune.runners.nvrtc import (arch_remedy, compile_configuration, find_header_dir,
+from pytest_autotune.backends.cuda_arch import ARCH_LIMITS, arch_limits, parse_arch
+from pytest_autotune.backends.cuda_common import find_kernel_symbol, mangled_prefix_pattern
+from pytest_autotune.execution.kernel import KernelSpec
+from pytest_autotune.backends import nvrtc
+from pytest_autotune.backends.nvrtc import (arch_remedy, compile_configuration, find_header_dir,
                                            nvrtc_unavailable_reason, parse_ptxas_log)
 from pytest_autotune.space import SearchSpace
 
@@ -159,7 +159,7 @@ def test_sample_of_a_space_is_all_or_seeded():
 
 def test_locked_winners_by_architecture(tmp_path):
     from pytest_autotune.lock.lockfile import merge_entries
-    from pytest_autotune.runners.device import DeviceInfo
+    from pytest_autotune.execution.device import DeviceInfo
 
     for model, cc, bs in (("NVIDIA H100", 90, 256), ("NVIDIA A100", [8, 0], 128), ("NVIDIA L4", "8.9", 64)):
         device = DeviceInfo(model, "cuda", properties={"compute_capability": cc})
@@ -260,8 +260,8 @@ def test_spills_are_recorded(tmp_path):
 @needs_nvrtc
 def test_spills_reach_the_measurement_of_a_tuning_run(tmp_path):
     """The cupy runner's NVRTC stage hands ptxas's spill counts to the device stage's measurement."""
-    from pytest_autotune.runners.compile_pool import CompilerProcesses
-    from pytest_autotune.runners.nvrtc import NvrtcCompileStage
+    from pytest_autotune.execution.compile_pool import CompilerProcesses
+    from pytest_autotune.backends.nvrtc import NvrtcCompileStage
 
     spec = KernelSpec(SPILLING, "heavy", 1024, [np.zeros(1024, np.float32)], lang="cuda")
     stage = NvrtcCompileStage(spec, 90, arch_limits(90), cache_dir=tmp_path)
@@ -304,8 +304,8 @@ def test_pycuda_instantiation_line_raises_no_unused_variable_remark_in_nvidias_f
     because it compiles everything as device code ("dynamic initialization is
     not supported for a __device__ variable"); nvcc compiles it as host code.
     """
-    from pytest_autotune.runners.cuda_common import instantiation_reference
-    from pytest_autotune.runners.nvrtc import compile_source
+    from pytest_autotune.backends.cuda_common import instantiation_reference
+    from pytest_autotune.backends.nvrtc import compile_source
 
     line = instantiation_reference("scale<128, float>")
     plain = line.replace(" __attribute__((unused))", "")

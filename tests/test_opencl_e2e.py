@@ -12,8 +12,8 @@ from opencl_support import PAIRS_CL, oclgrind  # noqa: F401  (fixture)
 
 # As in test_plugin_e2e: keep one copy of these modules across the inner sessions pytester runs.
 for _name in ("multiprocessing.heap", "multiprocessing.sharedctypes", "multiprocessing.forkserver",
-              "multiprocessing.popen_forkserver", "pytest_autotune.runners.opencl_runner",
-              "pytest_autotune.runners.oclgrind", "scipy.stats"):
+              "multiprocessing.popen_forkserver", "pytest_autotune.backends.opencl_runner",
+              "pytest_autotune.backends.oclgrind", "scipy.stats"):
     importlib.import_module(_name)
 
 PAIRS_TEST = '''

@@ -16,8 +16,8 @@ import pytest
 
 from opencl_support import pocl  # noqa: F401  (fixture)
 from pytest_autotune.errors import BackendUnavailable
-from pytest_autotune.runners import opencl_device
-from pytest_autotune.runners.opencl_device import probe_device, select_device
+from pytest_autotune.backends import opencl_device
+from pytest_autotune.backends.opencl_device import probe_device, select_device
 
 # What PyOpenCL raises on a Zen 5 host for every program PoCL 3.0-rc2 / LLVM 14 builds (issue 24).
 POCL_ZEN5 = ("clBuildProgram failed: BUILD_PROGRAM_FAILURE - clBuildProgram failed: BUILD_PROGRAM_FAILURE - "

@@ -8,7 +8,7 @@ from opencl_support import PAIRS_CL, RACING_SIZES, SAFE_SIZES, oclgrind, pairs_e
 from pytest_autotune.measure.timing import MeasureOptions
 from pytest_autotune.results import FailureKind
 from pytest_autotune.runners import KernelSpec, make_runner
-from pytest_autotune.runners.oclgrind import parse_log
+from pytest_autotune.backends.oclgrind import parse_log
 from pytest_autotune.engine.tuner import tune
 
 FAST = MeasureOptions(warmup=0, min_iterations=3, max_iterations=3, watchdog_s=20.0)

@@ -39,7 +39,7 @@ from pytest_autotune.plugin.report import COLUMNS
 # Inner sessions run in this process (pytester.runpytest), and pytester drops every module they
 # imported when they end. Importing the runners and scipy.stats (the gate's Mann-Whitney test,
 # ~380 modules) here keeps one copy for all runs instead of re-importing them in every inner session.
-for _name in ("pytest_autotune.runners.c_runner", "pytest_autotune.runners.callable_runner",
+for _name in ("pytest_autotune.backends.c_runner", "pytest_autotune.backends.callable_runner",
               "pytest_autotune.simulation.replay", "scipy.stats"):
     importlib.import_module(_name)
 
@@ -129,7 +129,7 @@ import time
 
 import pytest
 
-from pytest_autotune.runners.device import DeviceInfo
+from pytest_autotune.execution.device import DeviceInfo
 
 HERE = pathlib.Path(__file__).parent
 LOG = HERE / "calls.log"
@@ -585,7 +585,7 @@ def test_interrupted_tuning_resumes_from_scratch_cache(project: pytest.Pytester)
     assert set(calls[:3]) == {4, 5, 6}, calls
     (row,) = json.loads((project.path / "report.json").read_text())["kernels"]
     assert row["resumed"] == 3 and row["evaluations"] == 6 and row["status"] == "first lock"
-    from pytest_autotune.runners.device import DeviceInfo
+    from pytest_autotune.execution.device import DeviceInfo
 
     slug_a, slug_b = (DeviceInfo(model=f"Lab CPU {x}", kind="cpu").slug for x in "AB")
     assert sorted(p.name for p in lock_files(project)) == [f"{slug_a}.json", f"{slug_b}.json"]

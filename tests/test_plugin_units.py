@@ -66,7 +66,7 @@ def test_marker_restrictions_constants_and_device_limits() -> None:
 def test_every_constant_a_runner_provides_is_known_to_the_marker() -> None:
     """A restriction over a device limit must pass collection for every runner's own constant names."""
     from pytest_autotune.lifecycle.settings import DEVICE_CONSTANTS
-    from pytest_autotune.runners.device import DeviceInfo, cpu_constants, detect_cpu_device
+    from pytest_autotune.execution.device import DeviceInfo, cpu_constants, detect_cpu_device
 
     cpu = cpu_constants(detect_cpu_device())
     assert cpu and set(cpu) <= set(DEVICE_CONSTANTS)

@@ -11,7 +11,7 @@ import pytest
 from pytest_autotune.datasets import default_spaces_root, load_dataset
 from pytest_autotune.results import FailureKind, Measurement
 from pytest_autotune.runners.base import Runner, supports_profiling
-from pytest_autotune.runners.device import DeviceInfo
+from pytest_autotune.execution.device import DeviceInfo
 from pytest_autotune.errors import BackendUnavailable, SpecError
 from pytest_autotune.simulation.replay import MIN_NOISE_FACTOR, ReplayError, ReplayRunner
 

@@ -22,7 +22,7 @@ from pytest_autotune.runners import (
     register_runner,
 )
 from pytest_autotune.runners.base import Runner
-from pytest_autotune.runners.c_runner import CRunner
+from pytest_autotune.backends.c_runner import CRunner
 
 pytestmark = pytest.mark.skipif(not backend_available("c"), reason="needs gcc")
 

@@ -6,8 +6,8 @@ import pytest
 
 from pytest_autotune.results import FailureKind
 from pytest_autotune.runners import InvalidConfiguration, SpecError, make_runner
-from pytest_autotune.runners.callable_runner import CallableRunner
-from pytest_autotune.runners.device import DeviceInfo
+from pytest_autotune.backends.callable_runner import CallableRunner
+from pytest_autotune.execution.device import DeviceInfo
 
 FAST = {"warmup": 1, "min_iterations": 4, "max_iterations": 4}
 X = np.arange(64, dtype=np.float64)

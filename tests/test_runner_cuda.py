@@ -17,20 +17,20 @@ import pytest
 from pytest_autotune.measure.timing import MeasureOptions
 from pytest_autotune.results import FailureKind
 from pytest_autotune.runners import KernelSpec, make_runner
-from pytest_autotune.runners.cuda_common import (
+from pytest_autotune.backends.cuda_common import (
     cuda_failure,
     find_kernel_symbol,
     mangled_prefix_pattern,
     split_top_level,
 )
-from pytest_autotune.runners.device import DeviceInfo
-from pytest_autotune.runners.executor import (
+from pytest_autotune.execution.device import DeviceInfo
+from pytest_autotune.execution.executor import (
     CompileFailed,
     CompiledKernelExecutor,
     check_kernel_resources,
     check_launch_limits,
 )
-from pytest_autotune.runners.isolation import HostedRunner
+from pytest_autotune.execution.isolation import HostedRunner
 
 FAST = MeasureOptions(warmup=1, min_iterations=5, max_iterations=5, watchdog_s=20.0)
 LIMITS = {
@@ -192,7 +192,7 @@ def test_symbol_lookup_on_a_real_object_file(tmp_path):
 def test_instantiation_reference_compiles_cleanly_and_emits_the_instance(tmp_path):
     """The line the pycuda runner appends to template kernels: valid C++ (with its unused attribute), no
     warning under -Wall -Werror, and the instance it names is emitted (nvcc's front end is EDG, g++'s syntax)."""
-    from pytest_autotune.runners.cuda_common import instantiation_reference
+    from pytest_autotune.backends.cuda_common import instantiation_reference
 
     src = tmp_path / "t.cpp"
     src.write_text("template <int A, typename T> void kern(T *x) { x[0] = A; }\n"
@@ -209,7 +209,7 @@ def test_instantiation_reference_under_nvcc_as_pycuda_compiles(tmp_path):
     """PyCUDA's compile (``nvcc --cubin -arch sm_XX``) of a template kernel plus the runner's line: nvcc prints
     nothing (PyCUDA would warn with it), the same line without ``unused`` draws #177-D, and the symbol
     search finds the instance in nvcc's cubin."""
-    from pytest_autotune.runners.cuda_common import instantiation_reference
+    from pytest_autotune.backends.cuda_common import instantiation_reference
 
     line = instantiation_reference("scale<128, float>")
     outputs = {}
@@ -337,9 +337,9 @@ def fake_backend(request, monkeypatch):
     real_which = shutil.which
     monkeypatch.setattr(shutil, "which", lambda cmd, *a, **k: "/fake/nvcc" if cmd == "nvcc" else real_which(cmd, *a, **k))
     if request.param == "cupy":
-        from pytest_autotune.runners.cupy_runner import CupyRunner as cls
+        from pytest_autotune.backends.cupy_runner import CupyRunner as cls
     else:
-        from pytest_autotune.runners.pycuda_runner import PycudaRunner as cls
+        from pytest_autotune.backends.pycuda_runner import PycudaRunner as cls
     return request.param, state, cls
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from pytest_autotune.results import FailureKind
 from pytest_autotune.errors import BackendUnavailable, SpecError
-from pytest_autotune.runners.nvrtc import cupy_options
+from pytest_autotune.backends.nvrtc import cupy_options
 
 from test_runner_cuda import FAST, VADD, fake_backend, vadd_spec  # noqa: F401  (fake_backend is a fixture)
 
@@ -71,7 +71,7 @@ def test_cupy_without_its_toolkit_is_unavailable_not_a_compile_failure(fake_back
 
 
 def _rendered(runner, params):
-    from pytest_autotune.runners.kernel import render_source
+    from pytest_autotune.execution.kernel import render_source
 
     return render_source(runner._impl.spec, params)
 
@@ -80,7 +80,7 @@ def _rendered(runner, params):
 def test_what_the_compile_stage_learnt_goes_into_the_measurement(fake_backend, tmp_path):
     """A configuration compiled ahead (NVRTC stage) keeps the stage's spill counts in its record."""
     import fake_cuda
-    from pytest_autotune.runners.compile_pool import CompiledArtefact
+    from pytest_autotune.execution.compile_pool import CompiledArtefact
 
     name, state, cls = fake_backend
     runner = cls(vadd_spec(), isolate=False, measure=FAST)
@@ -106,7 +106,7 @@ def test_a_cubin_the_driver_refuses_is_compiled_inline_and_marked_as_a_fallback(
                                                                                 error):
     """Issue 25: the CuPy runner silently recompiled and the record still had a load time."""
     import fake_cuda
-    from pytest_autotune.runners.compile_pool import CompiledArtefact
+    from pytest_autotune.execution.compile_pool import CompiledArtefact
 
     name, state, cls = fake_backend
     runner = cls(vadd_spec(), isolate=False, measure=FAST)
@@ -148,7 +148,7 @@ def test_cupy_runner_and_nvrtc_module_use_the_same_options(fake_backend, monkeyp
     """The options NVRTC receives through CuPy (modelled on compile_with_cache) are what nvrtc.cupy_options gives,
     but for CuPy's own folders (its bundled CCCL, its headers) where the NVRTC module uses the installed CCCL."""
     import fake_cuda
-    from pytest_autotune.runners import nvrtc
+    from pytest_autotune.backends import nvrtc
 
     monkeypatch.setattr(nvrtc, "cuda_header_dirs", lambda: ("/venv/site-packages/nvidia/cuda_cccl/include",
                                                             fake_cuda.CUDA_INCLUDE))
@@ -202,7 +202,7 @@ def test_pycuda_compiler_remarks_do_not_abort_under_filterwarnings_error(fake_ba
 @pytest.mark.parametrize("fake_backend", ["pycuda"], indirect=True)
 def test_pycuda_argument_codes_for_half_and_complex(fake_backend):
     name, state, cls = fake_backend
-    from pytest_autotune.runners.pycuda_runner import prepared_arguments
+    from pytest_autotune.backends.pycuda_runner import prepared_arguments
 
     args = [np.zeros(4, np.float32), np.float16(1.5), np.complex64(1 + 2j), np.int64(3), np.bool_(True)]
     codes, values = prepared_arguments(args, [4096] * len(args))
@@ -215,7 +215,7 @@ def test_pycuda_argument_codes_for_half_and_complex(fake_backend):
 def test_profile_job_finds_kernels_without_extern_c(tmp_path, monkeypatch):
     """The Nsight Compute job script looks the kernel up through a name expression, like the runner."""
     import fake_cuda
-    from pytest_autotune.runners.ncu import PROFILE_SCRIPT, write_profile_job
+    from pytest_autotune.backends.ncu import PROFILE_SCRIPT, write_profile_job
 
     state = fake_cuda.State()
     for name, module in fake_cuda.make_cupy(state).items():
@@ -237,7 +237,7 @@ def test_profile_job_finds_kernels_without_extern_c(tmp_path, monkeypatch):
 def test_device_record_stores_the_installed_runtime_and_nvrtc_not_cupys_build(fake_backend, monkeypatch):
     from importlib import metadata
 
-    from pytest_autotune.runners import device
+    from pytest_autotune.execution import device
 
     real_version = metadata.version
 
@@ -257,7 +257,7 @@ def test_device_record_stores_the_installed_runtime_and_nvrtc_not_cupys_build(fa
 def test_installed_runtime_from_the_headers_of_a_toolkit(tmp_path, monkeypatch):
     from importlib import metadata
 
-    from pytest_autotune.runners import cuda_toolkit
+    from pytest_autotune.backends import cuda_toolkit
 
     def missing(name):
         raise metadata.PackageNotFoundError(name)

@@ -11,8 +11,8 @@ from opencl_support import pocl  # noqa: F401  (fixture)
 from pytest_autotune.measure.timing import MeasureOptions
 from pytest_autotune.results import FailureKind
 from pytest_autotune.runners import KernelSpec, LocalMemory, SpecError, infer_runner, make_runner
-from pytest_autotune.runners.kernel import launch_geometry, ndrange
-from pytest_autotune.runners.opencl_device import device_model
+from pytest_autotune.execution.kernel import launch_geometry, ndrange
+from pytest_autotune.backends.opencl_device import device_model
 from pytest_autotune.engine.tuner import build_space, tune
 
 FAST = MeasureOptions(warmup=0, min_iterations=3, max_iterations=3, watchdog_s=20.0)
@@ -126,7 +126,7 @@ def test_device_model_names_platform_vendor_family_and_hardware() -> None:
 
 
 def test_warp_size_comes_from_the_vendor_extension_only() -> None:
-    from pytest_autotune.runners.opencl_device import _warp_size
+    from pytest_autotune.backends.opencl_device import _warp_size
 
     cl = SimpleNamespace(Error=RuntimeError)
     nvidia = SimpleNamespace(extensions="cl_khr_fp64 cl_nv_device_attribute_query", warp_size_nv=32)
@@ -221,7 +221,7 @@ def test_work_group_size_the_runtime_refuses_is_a_launch_failure(pocl) -> None:
 
 def test_opencl_errors_are_classified_by_status_code() -> None:
     cl = pytest.importorskip("pyopencl")
-    from pytest_autotune.runners.opencl_runner import opencl_failure
+    from pytest_autotune.backends.opencl_runner import opencl_failure
 
     class EnqueueError(cl.RuntimeError):
         """pyopencl's error type with a status code (built without pyopencl's private error record: creating
@@ -248,7 +248,7 @@ def test_opencl_errors_are_classified_by_status_code() -> None:
 
 def test_device_selection(pocl, monkeypatch) -> None:
     cl = pytest.importorskip("pyopencl")
-    from pytest_autotune.runners.opencl_device import list_devices, select_device
+    from pytest_autotune.backends.opencl_device import list_devices, select_device
 
     devices = list_devices(cl)
     cpu = next((p, d, dev) for p, d, dev in devices if dev.platform.name.startswith("Portable"))

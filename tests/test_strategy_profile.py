@@ -15,9 +15,9 @@ import pytest
 
 from pytest_autotune.engine.evaluator import Evaluator
 from pytest_autotune.results import FailureKind, Measurement
-from pytest_autotune.runners import ncu as ncu_mod
+from pytest_autotune.backends import ncu as ncu_mod
 from pytest_autotune.errors import BackendUnavailable
-from pytest_autotune.runners.kernel import KernelSpec
+from pytest_autotune.execution.kernel import KernelSpec
 from pytest_autotune.space import SearchSpace
 from pytest_autotune.strategies import _counters as C
 from pytest_autotune.strategies.base import StrategyError
@@ -352,7 +352,7 @@ class _FakeRunner:
         return {}
 
     def device(self):
-        from pytest_autotune.runners.device import DeviceInfo
+        from pytest_autotune.execution.device import DeviceInfo
         return DeviceInfo(model="fake", kind="fake")
 
     def close(self):

@@ -94,7 +94,7 @@ void scale(float *out, const float *a, int n) {
 @needs_gcc
 def test_a_c_kernel_with_a_syntax_error_stops_after_a_few_configurations() -> None:
     from pytest_autotune.runners import make_runner
-    from pytest_autotune.runners.kernel import KernelSpec
+    from pytest_autotune.execution.kernel import KernelSpec
 
     a = np.ones(256, np.float32)
     spec = KernelSpec(source=SYNTAX_ERROR_C, kernel_name="scale", problem_size=256,

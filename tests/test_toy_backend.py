@@ -27,7 +27,7 @@ from pytest_autotune.backends import Backend, Language
 from pytest_autotune.measure.timing import MeasureOptions
 from pytest_autotune.results import Measurement
 from pytest_autotune.runners.base import Capabilities
-from pytest_autotune.runners.device import DeviceInfo
+from pytest_autotune.execution.device import DeviceInfo
 
 DEVICE = DeviceInfo(model="Toy Device 1", kind="toy", versions={"toy": "1.0"})
 TOY = Language("toy", aliases=("toylang",), suffixes=(".toy",), toolchain=lambda: {"toyc": "1.0"})

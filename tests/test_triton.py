@@ -19,7 +19,7 @@ require_triton()
 import triton  # noqa: E402  (after the check: fail, not error, where the test extra should have installed it)
 
 for _name in ("multiprocessing.heap", "multiprocessing.sharedctypes", "scipy.stats", "torch",
-              "pytest_autotune.runners.triton_runner", "pytest_autotune.lock.triton_config"):
+              "pytest_autotune.backends.triton_runner", "pytest_autotune.lock.triton_config"):
     importlib.import_module(_name)  # one copy across the inner sessions pytester runs
 
 KERNELS = '''
@@ -230,7 +230,7 @@ def test_runner_in_process_with_torch_tensors_and_a_torch_reference(project: pyt
     import torch
 
     from pytest_autotune.results import FailureKind
-    from pytest_autotune.runners.triton_runner import TritonRunner, TritonSpec
+    from pytest_autotune.backends.triton_runner import TritonRunner, TritonSpec
 
     project.syspathinsert()
     kernels = importlib.import_module("kernels_tri")
@@ -248,8 +248,8 @@ def test_runner_in_process_with_torch_tensors_and_a_torch_reference(project: pyt
 
 
 def test_early_config_prune_applies_to_a_space_of_fewer_names() -> None:
-    from pytest_autotune.runners.triton_kernel import config_params
-    from pytest_autotune.runners.triton_runner import kept_by_prune
+    from pytest_autotune.backends.triton_kernel import config_params
+    from pytest_autotune.backends.triton_runner import kept_by_prune
 
     kept = [config_params(triton.Config({"BLOCK": b}, num_warps=4)) for b in (16, 32)]  # num_ctas, num_stages too
     assert kept_by_prune({"BLOCK": 32}, kept) and kept_by_prune({"BLOCK": 16, "num_warps": 4}, kept)
@@ -258,7 +258,7 @@ def test_early_config_prune_applies_to_a_space_of_fewer_names() -> None:
 
 
 def test_space_from_configs_allows_exactly_the_listed_points() -> None:
-    from pytest_autotune.runners.triton_kernel import space_from_configs
+    from pytest_autotune.backends.triton_kernel import space_from_configs
     from pytest_autotune.space import SearchSpace
 
     configs = [triton.Config({"BLOCK": b, "K": k}, num_warps=w, num_stages=2)
@@ -271,7 +271,7 @@ def test_space_from_configs_allows_exactly_the_listed_points() -> None:
 
 def test_what_cannot_be_honoured_is_refused_with_the_reason(project: pytest.Pytester) -> None:
     from pytest_autotune.errors import SpecError
-    from pytest_autotune.runners.triton_kernel import autotune_settings, check_param_names, kernel_info
+    from pytest_autotune.backends.triton_kernel import autotune_settings, check_param_names, kernel_info
 
     module = project.path / "kernels_tri.py"
     spec = importlib.util.spec_from_file_location("kernels_tri_units", module)
@@ -297,7 +297,7 @@ def test_bad_params_fail_at_the_test_naming_the_parameter(project: pytest.Pytest
 
 def test_plugin_sets_the_interpreter_when_no_gpu_is_present(pytester: pytest.Pytester,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_autotune.runners.triton_kernel import gpu_device_present
+    from pytest_autotune.backends.triton_kernel import gpu_device_present
 
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     pytester.makeconftest("import os\nSEEN = os.environ.get('TRITON_INTERPRET')\n")
@@ -354,7 +354,7 @@ def test_gpu_compile_pool_warms_tritons_cache_so_the_device_stage_only_loads(pro
     import numpy as np
 
     from pytest_autotune import tune
-    from pytest_autotune.runners.triton_runner import TritonRunner, TritonSpec
+    from pytest_autotune.backends.triton_runner import TritonRunner, TritonSpec
 
     project.syspathinsert()
     kernels = importlib.import_module("kernels_tri")

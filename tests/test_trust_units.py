@@ -14,7 +14,7 @@ from pytest_autotune.engine.evaluator import Evaluator
 from pytest_autotune.gate.verdict import check_entry
 from pytest_autotune.results import FailureKind, Measurement
 from pytest_autotune.gate.retune import decide
-from pytest_autotune.runners.device import DeviceInfo
+from pytest_autotune.execution.device import DeviceInfo
 from pytest_autotune.lifecycle.scratch import fingerprint
 from pytest_autotune.lifecycle import eta
 from pytest_autotune.space import SearchSpace
@@ -362,7 +362,7 @@ def test_like_for_like_rounds_on_one_cpu_decide_only_once_every_round_is_used() 
 
     from pytest_autotune.gate import verdict
     from pytest_autotune.gate.rounds import rotating_pin
-    from pytest_autotune.runners.isolation import usable_cpus
+    from pytest_autotune.execution.isolation import usable_cpus
 
     cpus = usable_cpus()
     if len(cpus) < 2:
@@ -407,7 +407,7 @@ def test_a_slowdown_seen_like_for_like_on_one_cpu_gets_more_rounds_for_the_other
 
     from pytest_autotune.gate import verdict
     from pytest_autotune.gate.rounds import rotating_pin
-    from pytest_autotune.runners.isolation import usable_cpus
+    from pytest_autotune.execution.isolation import usable_cpus
 
     cpus = usable_cpus()
     if len(cpus) < 2:

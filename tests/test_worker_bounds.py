@@ -17,7 +17,7 @@ from pytest_autotune.measure.bounds import format_size, memory_limit_bytes, pars
 from pytest_autotune.measure.timing import MeasureOptions
 from pytest_autotune.results import FailureKind
 from pytest_autotune.runners import KernelSpec, backend_available, make_runner
-from pytest_autotune.runners.worker_bounds import OutputTap
+from pytest_autotune.execution.worker_bounds import OutputTap
 
 needs_gcc = pytest.mark.skipif(not backend_available("c"), reason="needs gcc")
 ROOT = Path(__file__).resolve().parent.parent

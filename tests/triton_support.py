@@ -33,7 +33,7 @@ def require_triton() -> None:
 
 def interpreter() -> bool:
     """Kernels run in Triton's interpreter in this process (no GPU, or TRITON_INTERPRET set)."""
-    from pytest_autotune.runners.triton_kernel import interpreter_requested
+    from pytest_autotune.backends.triton_kernel import interpreter_requested
 
     return interpreter_requested()
 

@@ -58,7 +58,7 @@ def probe_env() -> dict[str, Any]:
         except metadata.PackageNotFoundError:
             env["versions"][name] = None
     _guard(env, "pytest_autotune", lambda: __import__("pytest_autotune").__file__)
-    from pytest_autotune.runners import ncu, nvrtc
+    from pytest_autotune.backends import ncu, nvrtc
 
     env["nvrtc_unavailable"] = nvrtc.nvrtc_unavailable_reason()
     if env["nvrtc_unavailable"] is None:
@@ -77,7 +77,7 @@ def probe_env() -> dict[str, Any]:
     if not count:
         env.setdefault("device_error", env.get("device_count_error") or "no CUDA device")
         return env
-    from pytest_autotune.runners.device import cuda_constants, detect_cuda_device_cupy
+    from pytest_autotune.execution.device import cuda_constants, detect_cuda_device_cupy
 
     info = _guard(env, "device_info", lambda: detect_cuda_device_cupy(0))
     if info is None:
@@ -117,7 +117,7 @@ def probe_ncu() -> dict[str, Any]:
     import numpy as np
 
     from pytest_autotune.runners import KernelSpec
-    from pytest_autotune.runners.ncu import find_ncu, profile_kernel
+    from pytest_autotune.backends.ncu import find_ncu, profile_kernel
 
     if find_ncu() is None:
         return {"available": False, "error": "ncu not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin)"}

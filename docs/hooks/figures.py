@@ -156,7 +156,7 @@ ARCH_NODES = [
     ("strategy", 0, 2, "step", "strategy proposes configurations (strategies/, auto) from the space (space/)"),
     ("evaluator", 1, 2, "step", "evaluator: memoisation, budget, early stopping, the record of every evaluation "
                                 "(engine/)"),
-    ("pool", 0, 3, "step", "compile pool: compiles the next candidates while one is timed (runners/compile_pool.py)"),
+    ("pool", 0, 3, "step", "compile pool: compiles the next candidates while one is timed (execution/compile_pool.py)"),
     ("worker", 0, 4, "step", "isolated worker process: runs, verifies and times on the device (runners/)"),
     ("lock", 0, 5, "pass", "lock: per-device lockfile, winner + runners-up + samples + stored source (lock/)"),
     ("gate", 1, 5, "warn", "gate: re-time the locked winner, compare, probes, verdict (gate/)"),

@@ -12,7 +12,7 @@ from example_kernels import LOCKDIR, MATMUL_DEFAULT, MATMUL_N, blocked_matmul, m
 def _locked_matmul_for_this_machine():
     """The matmul entry of this machine's lockfile, read directly (None when this CPU was never tuned)."""
     from pytest_autotune.lock.devices import find_lockfile
-    from pytest_autotune.runners.device import detect_cpu_device
+    from pytest_autotune.execution.device import detect_cpu_device
 
     # as locked_params finds it: this CPU's lockfile name, or a lockfile whose recorded device is this CPU
     path = find_lockfile(LOCKDIR, detect_cpu_device().slug)
@@ -60,7 +60,7 @@ def test_blocked_matmul_falls_back_to_the_default_without_a_lock(monkeypatch, tm
 def test_blocked_matmul_uses_this_machines_entry_of_the_lock(monkeypatch, tmp_path):
     """Whatever machine runs it: the committed entry, re-filed under this machine's lockfile name with another
     blocking, is what blocked_matmul runs, for the tuned size and (nearest size) for another."""
-    from pytest_autotune.runners.device import detect_cpu_device
+    from pytest_autotune.execution.device import detect_cpu_device
 
     # the committed CPU lockfile (recorded on whichever machine tuned it last; any CPU lockfile will do)
     committed = next((lock for lock in (json.loads(p.read_text()) for p in sorted(LOCKDIR.glob("cpu-*.json")))

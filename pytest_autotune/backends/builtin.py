@@ -13,13 +13,13 @@ from typing import Any, Callable
 
 from .registry import Backend, Language, register
 
-RUNNERS_PACKAGE = "pytest_autotune.runners"
+BACKENDS_PACKAGE = "pytest_autotune.backends"
 
 
 def _lazy(module: str, cls: str) -> Callable[..., Any]:
-    """A factory that imports ``module`` (relative to the runners package, or a full dotted path) on first use."""
+    """A factory that imports ``module`` (relative to this package, or a full dotted path) on first use."""
     def factory(spec: Any, **options: Any) -> Any:
-        path = module if "." in module else f"{RUNNERS_PACKAGE}.{module}"
+        path = module if "." in module else f"{BACKENDS_PACKAGE}.{module}"
         return getattr(importlib.import_module(path), cls)(spec, **options)
 
     factory.__name__ = f"make_{module.rsplit('.', 1)[-1]}"
@@ -38,7 +38,7 @@ def _has_module(name: str) -> bool:
 def _cuda_toolchain() -> dict[str, str]:
     """NVRTC's version for a CUDA kernel (the device's versions name the driver, runtime and CuPy/PyCUDA)."""
     try:
-        nvrtc = importlib.import_module(f"{RUNNERS_PACKAGE}.nvrtc")
+        nvrtc = importlib.import_module(f"{BACKENDS_PACKAGE}.nvrtc")
         return {"nvrtc": ".".join(str(v) for v in nvrtc.nvrtc_version())}
     except Exception:  # no NVRTC here (PyCUDA with nvcc, or no CUDA at all): nothing to record
         return {}
@@ -49,7 +49,7 @@ C = Language("c", suffixes=(".c", ".h"))
 CXX = Language("c++", aliases=("cpp", "cxx", "cc"), suffixes=(".cpp", ".cc", ".cxx", ".c++", ".hpp"))
 OPENCL = Language("opencl", aliases=("cl",), suffixes=(".cl",))
 
-# -- device limits handed to restrictions (see runners.device) ---------------------------------------
+# -- device limits handed to restrictions (see execution.device) ---------------------------------------
 
 CUDA_CONSTANTS = (
     "max_threads", "max_shared_memory_per_block", "max_shared_memory", "max_registers_per_block",
@@ -61,7 +61,7 @@ CPU_CONSTANTS = ("cpu_count", "l1d_cache", "l2_cache", "l3_cache",  # the C runn
 
 
 def _opencl_constants() -> tuple[str, ...]:
-    from ..runners.opencl_device import CONSTANT_NAMES
+    from .opencl_device import CONSTANT_NAMES
 
     return tuple(CONSTANT_NAMES)
 
@@ -72,7 +72,7 @@ def _cuda_slug_with(module: str, detector: str) -> Callable[[], str | None]:
     def detect() -> str | None:
         if importlib.util.find_spec(module) is None:
             return None
-        from ..runners import device as devices
+        from ..execution import device as devices
 
         try:
             return getattr(devices, detector)(0).slug
@@ -84,7 +84,7 @@ def _cuda_slug_with(module: str, detector: str) -> Callable[[], str | None]:
 
 
 def _cpu_slug() -> str:
-    from ..runners.device import detect_cpu_device
+    from ..execution.device import detect_cpu_device
 
     return detect_cpu_device().slug
 
@@ -96,7 +96,7 @@ def _opencl_slug() -> str | None:
     try:
         import pyopencl as cl
 
-        from ..runners.opencl_device import detect_opencl_device, select_device
+        from .opencl_device import detect_opencl_device, select_device
 
         return detect_opencl_device(cl, select_device(cl)).slug
     except Exception:  # noqa: BLE001 - no platform, no device, a selector that matches nothing
@@ -107,14 +107,14 @@ def _triton_slug() -> str | None:
     """Where the triton runner tunes here: torch's GPU 0, else Triton's interpreter on this CPU."""
     if importlib.util.find_spec("triton") is None or importlib.util.find_spec("torch") is None:
         return None
-    triton_kernel = importlib.import_module(f"{RUNNERS_PACKAGE}.triton_kernel")
-    interpreter_device = importlib.import_module(f"{RUNNERS_PACKAGE}.triton_runner").interpreter_device
+    triton_kernel = importlib.import_module(f"{BACKENDS_PACKAGE}.triton_kernel")
+    interpreter_device = importlib.import_module(f"{BACKENDS_PACKAGE}.triton_runner").interpreter_device
     if triton_kernel.interpreter_requested() or not triton_kernel.gpu_device_present():
         return interpreter_device().slug
     try:
         import torch
 
-        from ..runners.device import slugify
+        from ..execution.device import slugify
 
         return slugify(torch.cuda.get_device_name(0)) if torch.cuda.is_available() else interpreter_device().slug
     except Exception:  # noqa: BLE001 - a broken driver: this backend cannot say
@@ -125,7 +125,7 @@ def _triton_slug() -> str | None:
 
 def _make_opencl(spec: Any, **options: Any) -> Any:
     """The opencl runner; with ``check=`` the one that runs each configuration under Oclgrind first."""
-    from ..runners.kernel import KernelSpec
+    from ..execution.kernel import KernelSpec
 
     if isinstance(spec, KernelSpec) and spec.check is not None:
         return _lazy("oclgrind", "CheckedOpenCLRunner")(spec, **options)

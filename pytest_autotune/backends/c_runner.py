@@ -32,12 +32,12 @@ import numpy as np
 
 from ..measure.timing import MeasureOptions
 from ..results import FailureKind
-from .compile_pool import CompiledArtefact, CompilerProcesses, artefact_cache_dir
-from .device import DeviceInfo, compiler_version, cpu_constants, detect_cpu_device
+from ..execution.compile_pool import CompiledArtefact, CompilerProcesses, artefact_cache_dir
+from ..execution.device import DeviceInfo, compiler_version, cpu_constants, detect_cpu_device
 from ..errors import ArtefactUnusable, BackendUnavailable, SpecError
-from .executor import CompileFailed, CompiledKernelExecutor
-from .isolation import HostedRunner
-from .kernel import Geometry, KernelSpec, instantiated_name, render_source
+from ..execution.executor import CompileFailed, CompiledKernelExecutor
+from ..execution.isolation import HostedRunner
+from ..execution.kernel import Geometry, KernelSpec, instantiated_name, render_source
 
 ACCESSOR = "pytest_autotune_kernel_address"
 DEFAULT_FLAGS = ("-O3",)
@@ -301,7 +301,7 @@ class CRunner(HostedRunner):
     """
 
     name = "c"
-    executor_target = "pytest_autotune.runners.c_runner:CExecutor"
+    executor_target = "pytest_autotune.backends.c_runner:CExecutor"
 
     def __init__(
         self,

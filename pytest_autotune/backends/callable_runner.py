@@ -25,11 +25,11 @@ import numpy as np
 from ..measure.timing import EarlyStop, MeasureOptions, time_runs
 from ..results import FailureKind, Measurement
 from ..measure.verify import verify_outputs
-from .device import DeviceInfo, cpu_constants, cuda_constants, detect_cpu_device, detect_cuda_device_cupy
+from ..execution.device import DeviceInfo, cpu_constants, cuda_constants, detect_cpu_device, detect_cuda_device_cupy
 from ..errors import InvalidConfiguration, SpecError
-from .executor import Executor, format_exception, output_copies
-from .isolation import HostedRunner
-from .kernel import describe_expected
+from ..execution.executor import Executor, format_exception, output_copies
+from ..execution.isolation import HostedRunner
+from ..execution.kernel import describe_expected
 
 Launch = Callable[[Mapping[str, Any]], Any]
 
@@ -168,7 +168,7 @@ class CallableRunner(HostedRunner):
     """Tune a Python ``launch(params)`` function (see the module docstring)."""
 
     name = "callable"
-    executor_target = "pytest_autotune.runners.callable_runner:CallableExecutor"
+    executor_target = "pytest_autotune.backends.callable_runner:CallableExecutor"
 
     def __init__(
         self,

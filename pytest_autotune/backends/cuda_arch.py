@@ -14,7 +14,7 @@ and ``max_shared_memory_per_block_optin`` (that minus the 1 KB the driver
 reserves per block).
 
 Which architectures an NVRTC can target is its own list
-(:func:`pytest_autotune.runners.nvrtc.supported_archs`): NVRTC 12.9 has
+(:func:`pytest_autotune.backends.nvrtc.supported_archs`): NVRTC 12.9 has
 sm_70/72 and stops at sm_121; NVRTC 13.0 dropped sm_70/72 (Volta, Xavier)
 and offers sm_75 to sm_121 with sm_88 and sm_110 (Thor, sm_101 before).
 The table keeps sm_70/72 for NVRTC 12. sm_88 is not in it: neither source
@@ -22,7 +22,7 @@ above gives its numbers, so ``--autotune-compile=sm_88`` is refused rather
 than checked against guessed limits.
 
 The keys are the restriction constants the runners hand to the search space
-(see :func:`pytest_autotune.runners.device.cuda_constants`), so a restriction
+(see :func:`pytest_autotune.execution.device.cuda_constants`), so a restriction
 evaluates the same with or without a device:
 
 ``max_threads``

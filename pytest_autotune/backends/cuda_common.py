@@ -8,11 +8,11 @@ import re
 from typing import Any
 
 from ..results import FailureKind
-from .device import DeviceInfo
-from .executor import CompiledKernelExecutor, RunFailure, check_kernel_resources
+from ..execution.device import DeviceInfo
+from ..execution.executor import CompiledKernelExecutor, RunFailure, check_kernel_resources
 from ..errors import SpecError
-from .kernel import Geometry, KernelSpec
-from .kernel import split_template
+from ..execution.kernel import Geometry, KernelSpec
+from ..execution.kernel import split_template
 
 # Errors after which the CUDA context is unusable ("sticky"): the worker
 # process must be replaced. Matched on the error text with everything but

@@ -16,12 +16,12 @@ import numpy as np
 
 from ..measure.timing import MeasureOptions
 from .cuda_common import CudaExecutor, check_cuda_spec
-from .device import cuda_constants, detect_cuda_device_cupy
+from ..execution.device import cuda_constants, detect_cuda_device_cupy
 from ..errors import ArtefactUnusable, BackendUnavailable, SpecError
-from .executor import CompileFailed
+from ..execution.executor import CompileFailed
 from .ncu import NsightProfiling
-from .isolation import HostedRunner
-from .kernel import Geometry, KernelSpec
+from ..execution.isolation import HostedRunner
+from ..execution.kernel import Geometry, KernelSpec
 
 
 def import_cupy(device_id: int = 0) -> Any:
@@ -206,7 +206,7 @@ class CupyRunner(NsightProfiling, HostedRunner):
     """Tune CUDA kernels with CuPy/NVRTC. Options: ``isolate`` (default True), ``measure``, ``device_id``."""
 
     name = "cupy"
-    executor_target = "pytest_autotune.runners.cupy_runner:CupyExecutor"
+    executor_target = "pytest_autotune.backends.cupy_runner:CupyExecutor"
 
     def __init__(
         self,

@@ -52,8 +52,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..errors import BackendUnavailable
-from .base import HOSTED, Capabilities
-from .kernel import KernelSpec, instantiated_name, launch_geometry, render_source, split_template
+from ..runners.base import HOSTED, Capabilities
+from ..execution.kernel import KernelSpec, instantiated_name, launch_geometry, render_source, split_template
 
 __all__ = ["NcuError", "NCU_ENV", "default_metrics", "kernel_filter", "find_ncu", "ncu_available", "ncu_command",
            "parse_ncu_csv", "parse_ncu_csv_launches", "write_profile_job", "profile_kernel", "PROFILE_SCRIPT"]
@@ -245,7 +245,7 @@ def parse_ncu_csv(text: str) -> dict[str, float]:
 # -- the standalone job --------------------------------------------------------------------------------------
 
 PROFILE_SCRIPT = '''\
-"""Compile and launch one kernel configuration once with CuPy (written by pytest_autotune.runners.ncu)."""
+"""Compile and launch one kernel configuration once with CuPy (written by pytest_autotune.backends.ncu)."""
 import json
 import sys
 

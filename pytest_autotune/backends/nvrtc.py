@@ -37,12 +37,12 @@ from time import perf_counter
 from typing import Any, Mapping, Sequence
 
 from ..results import FailureKind
-from .compile_pool import CompiledArtefact, artefact_cache_dir
+from ..execution.compile_pool import CompiledArtefact, artefact_cache_dir
 from .cuda_arch import parse_arch
 from .cuda_toolkit import cuda_header_dirs, find_header_dir  # noqa: F401 - re-exported: where NVRTC's headers are
 from ..errors import BackendUnavailable, InvalidConfiguration
-from .executor import check_kernel_resources, check_launch_limits
-from .kernel import KernelSpec, instantiated_name, launch_geometry, render_source
+from ..execution.executor import check_kernel_resources, check_launch_limits
+from ..execution.kernel import KernelSpec, instantiated_name, launch_geometry, render_source
 
 # What ptxas says about local memory, per thread: recorded with each measurement the compile stage served.
 SPILL_FACTS = ("spill_stores", "spill_loads", "stack_frame")

@@ -36,11 +36,11 @@ import numpy as np
 
 from ..measure.timing import EarlyStop, MeasureOptions
 from ..results import FailureKind, Measurement
-from .device import DeviceInfo
+from ..execution.device import DeviceInfo
 from ..errors import BackendUnavailable, InvalidConfiguration
-from .executor import CompileFailed, Executor, RunFailure, check_launch_limits
-from .isolation import ExecutorRecipe, IsolatedExecutor
-from .kernel import KernelSpec, instantiated_name, launch_geometry, ndrange, render_source
+from ..execution.executor import CompileFailed, Executor, RunFailure, check_launch_limits
+from ..execution.isolation import ExecutorRecipe, IsolatedExecutor
+from ..execution.kernel import KernelSpec, instantiated_name, launch_geometry, ndrange, render_source
 from .opencl_device import detect_opencl_device, is_simulator, list_devices
 from .opencl_runner import (DeviceBuffers, OpenCLRunner, build_kernel, build_options, import_pyopencl, local_sizes,
                             opencl_failure, set_kernel_args)

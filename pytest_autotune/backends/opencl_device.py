@@ -38,7 +38,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .device import DeviceInfo
+from ..execution.device import DeviceInfo
 from ..errors import BackendUnavailable, SpecError
 
 SIMULATOR_PLATFORMS = ("Oclgrind",)

@@ -33,11 +33,11 @@ import numpy as np
 
 from ..measure.timing import EarlyStop, MeasureOptions
 from ..results import FailureKind, Measurement
-from .device import DeviceInfo
+from ..execution.device import DeviceInfo
 from ..errors import BackendUnavailable, InvalidConfiguration, SpecError
-from .executor import CompileFailed, CompiledKernelExecutor, RunFailure, check_launch_limits
-from .isolation import HostedRunner
-from .kernel import Geometry, KernelSpec, LocalMemory, ndrange
+from ..execution.executor import CompileFailed, CompiledKernelExecutor, RunFailure, check_launch_limits
+from ..execution.isolation import HostedRunner
+from ..execution.kernel import Geometry, KernelSpec, LocalMemory, ndrange
 from .opencl_device import detect_opencl_device, opencl_constants, select_device
 
 _MAX_LOG = 20000
@@ -316,7 +316,7 @@ class OpenCLRunner(HostedRunner):
     """
 
     name = "opencl"
-    executor_target = "pytest_autotune.runners.opencl_runner:OpenCLExecutor"
+    executor_target = "pytest_autotune.backends.opencl_runner:OpenCLExecutor"
 
     def __init__(self, spec: KernelSpec, *, isolate: bool = True,
                  measure: MeasureOptions | dict[str, Any] | None = None, device: str | int | None = None) -> None:

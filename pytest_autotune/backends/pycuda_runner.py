@@ -18,12 +18,12 @@ import numpy as np
 
 from ..measure.timing import MeasureOptions
 from .cuda_common import CudaExecutor, check_cuda_spec, find_kernel_symbol, instantiation_reference
-from .device import cuda_constants, detect_cuda_device_pycuda
+from ..execution.device import cuda_constants, detect_cuda_device_pycuda
 from ..errors import BackendUnavailable, SpecError
-from .executor import CompileFailed
+from ..execution.executor import CompileFailed
 from .ncu import NsightProfiling
-from .isolation import HostedRunner
-from .kernel import Geometry, KernelSpec
+from ..execution.isolation import HostedRunner
+from ..execution.kernel import Geometry, KernelSpec
 
 
 def import_pycuda(device_id: int = 0, nvcc: str = "nvcc") -> Any:
@@ -235,7 +235,7 @@ class PycudaRunner(NsightProfiling, HostedRunner):
     """Tune CUDA kernels with PyCUDA/nvcc. Options: ``isolate``, ``measure``, ``device_id``, ``nvcc``, ``cache_dir``."""
 
     name = "pycuda"
-    executor_target = "pytest_autotune.runners.pycuda_runner:PycudaExecutor"
+    executor_target = "pytest_autotune.backends.pycuda_runner:PycudaExecutor"
 
     def __init__(
         self,

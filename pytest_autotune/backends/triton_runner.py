@@ -33,9 +33,9 @@ from ..errors import BackendUnavailable, SpecError
 from ..measure.timing import EarlyStop, MeasureOptions, time_runs
 from ..measure.verify import verify_outputs
 from ..results import FailureKind, Measurement
-from .device import DeviceInfo, cpu_count, cpu_model
-from .executor import Executor, format_exception, output_copies
-from .isolation import HostedRunner
+from ..execution.device import DeviceInfo, cpu_count, cpu_model
+from ..execution.executor import Executor, format_exception, output_copies
+from ..execution.isolation import HostedRunner
 from .triton_kernel import (AutotuneSettings, interpreter_requested, KernelRef, Portable, autotune_settings, config_params, jit_function,
                             kernel_info, triton_version)
 
@@ -489,7 +489,7 @@ class TritonCompileStage:
         self.allowed = spec.allowed
 
     def compile(self, params: Mapping[str, Any], processes: Any = None) -> Any:
-        from .compile_pool import CompiledArtefact
+        from ..execution.compile_pool import CompiledArtefact
 
         params = dict(params)
         if not kept_by_prune(params, self.allowed):
@@ -509,7 +509,7 @@ class TritonRunner(HostedRunner):
     """Tune a ``@triton.jit`` kernel (see the module docstring). Options: ``isolate`` (default True), ``measure``."""
 
     name = "triton"
-    executor_target = "pytest_autotune.runners.triton_runner:TritonExecutor"
+    executor_target = "pytest_autotune.backends.triton_runner:TritonExecutor"
 
     def __init__(self, spec: TritonSpec, *, isolate: bool = True,
                  measure: MeasureOptions | dict[str, Any] | None = None) -> None:

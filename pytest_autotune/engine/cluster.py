@@ -1,12 +1,12 @@
 """One tuning over many devices and machines, on Ray (``tune(..., cluster="ray")``, ``--autotune-ray``).
 
-Each device is a Ray actor (:class:`~pytest_autotune.runners.remote.DeviceStage`)
+Each device is a Ray actor (:class:`~pytest_autotune.execution.remote.DeviceStage`)
 holding one GPU (``num_gpus=1``, CUDA runners) or one unit of the declared
 custom resource ``autotune_device`` (C, OpenCL and replay runners: declare
 as many as the node has devices to time on, ``ray start --resources
 '{"autotune_device": 4}'``). It runs the same isolated device stage as a
 local tuning. Compiles run as Ray tasks on the cluster's CPUs
-(:func:`~pytest_autotune.runners.remote.compile_and_ship`) and their
+(:func:`~pytest_autotune.execution.remote.compile_and_ship`) and their
 artefacts travel as bytes, through Ray's object store, to the actor that
 times them. Ray does the placing, shipping and failure detection; this
 module only keeps the books for one search (:class:`RayFleet`, driven by
@@ -38,10 +38,10 @@ from typing import Any, Callable, Hashable, Mapping
 from ..errors import BackendUnavailable, SpecError
 from ..measure.timing import EarlyStop
 from ..results import FailureKind, Measurement
-from ..runners.compile_pool import config_key
-from ..runners.device import DeviceInfo
+from ..execution.compile_pool import config_key
+from ..execution.device import DeviceInfo
 from ..runners.base import capabilities, measure_of
-from ..runners.remote import DeviceStage, compile_and_ship, holds_gpu, runner_recipe
+from ..execution.remote import DeviceStage, compile_and_ship, holds_gpu, runner_recipe
 
 __all__ = ["ClusterError", "ClusterSpec", "RayFleet", "SingleDevice", "parse_cluster", "RESOURCE", "check_same_model",
            "tune_on_cluster"]

@@ -23,9 +23,9 @@ from .pipeline_depth import PipelineDepth
 from .systematic import STOP_PREFIX
 from ..results import Measurement
 from ..runners.base import Runner, capabilities, measure_of, supports_profiling
-from ..runners.compile_pool import compile_ahead, pipelined
-from ..runners.device import DeviceInfo
-from ..runners.nvrtc import SPILL_FACTS
+from ..execution.compile_pool import compile_ahead, pipelined
+from ..execution.device import DeviceInfo
+from ..backends.nvrtc import SPILL_FACTS
 from ..space import SearchSpace
 from ..space.searchspace import RestrictionLike
 from ..strategies import Strategy, make_strategy
@@ -132,7 +132,7 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
     ordinary candidates; configurations outside the space are ignored.
     ``compile_workers`` > 1 compiles proposed candidates ahead on that many
     workers while the device times the current one (runners with a compile
-    stage; :mod:`~pytest_autotune.runners.compile_pool`).
+    stage; :mod:`~pytest_autotune.execution.compile_pool`).
 
     A winner measured once during a noisy moment is not trusted: the best
     ``confirm_top`` configurations of the search, and the incumbent, are

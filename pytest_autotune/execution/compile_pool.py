@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
 
 from ..results import FailureKind, Measurement
-from .base import capabilities
+from ..runners.base import capabilities
 
 
 def artefact_cache_dir(kind: str) -> Path:

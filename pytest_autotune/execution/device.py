@@ -220,7 +220,7 @@ def detect_cuda_device_cupy(device_id: int = 0) -> DeviceInfo:
         "max_block_dim_x": block[0], "max_block_dim_y": block[1], "max_block_dim_z": block[2],
         "max_grid_dim_x": grid[0], "max_grid_dim_y": grid[1], "max_grid_dim_z": grid[2],
     }
-    from .cuda_toolkit import installed_cuda_runtime_version, nvrtc_versions
+    from ..backends.cuda_toolkit import installed_cuda_runtime_version, nvrtc_versions
 
     cupy_runtime = format_cuda_version(rt.runtimeGetVersion())
     versions = {

@@ -8,7 +8,7 @@ CUDA context, no inherited locks or threads. The calling process keeps only a
 socket, and never touches the device itself.
 
 The worker is a fresh interpreter running :mod:`.worker` (``python -m
-pytest_autotune.runners.worker``), connected by a socket pair and a small
+pytest_autotune.execution.worker``), connected by a socket pair and a small
 shared heartbeat file, both passed as file descriptors. It is not a
 :mod:`multiprocessing` child: spawn and forkserver children re-import the
 caller's ``__main__`` file, which re-runs a plain script that has no
@@ -74,14 +74,14 @@ from ..results import FailureKind, Measurement
 from .device import DeviceInfo
 from ..errors import BackendUnavailable, SpecError
 from ..measure.verify import verify_outputs
-from .base import HOSTED, Capabilities
+from ..runners.base import HOSTED, Capabilities
 from .compile_pool import CompiledArtefact, CompilePool, CompileStage
 from .executor import SLOW_PHASES, Executor
 from .worker import HeartbeatBoard
 from .worker_bounds import OutputTap, kill_group, resident_bytes
 
 _POLL_SLICE_S = 0.05
-_WORKER_MODULE = "pytest_autotune.runners.worker"
+_WORKER_MODULE = "pytest_autotune.execution.worker"
 
 
 @dataclass(frozen=True)
@@ -549,7 +549,7 @@ class HostedRunner:
     def constants(self) -> dict[str, Any]:
         return self._impl.constants()
 
-    # -- compile ahead (runners/compile_pool.py) ----------------------------------------
+    # -- compile ahead (execution/compile_pool.py) ----------------------------------------
     def compile_stage(self) -> CompileStage | None:
         """The runner's CPU-only compile stage, for a compile pool; None when it has none."""
         return None

@@ -27,7 +27,7 @@ from ..backends import registry
 from ..errors import SpecError
 from ..measure.timing import EarlyStop
 from ..results import Measurement
-from .base import capabilities
+from ..runners.base import capabilities
 from .compile_pool import CompiledArtefact, CompilerProcesses, artefact_cache_dir
 from .device import DeviceInfo
 
@@ -54,7 +54,7 @@ class RunnerRecipe:
     def build(self) -> Any:
         if self.runner is not None:
             return self.runner
-        from . import make_runner
+        from ..runners import make_runner
 
         return make_runner(self.spec, runner=self.name, **self.options)
 

@@ -1,6 +1,6 @@
 """The isolated worker: a fresh interpreter that hosts one executor.
 
-Started by :mod:`.isolation` as ``python -m pytest_autotune.runners.worker
+Started by :mod:`.isolation` as ``python -m pytest_autotune.execution.worker
 CONN_FD HEARTBEAT_FD``, never through :mod:`multiprocessing`: spawn and
 forkserver children re-run the caller's ``__main__`` file, so a plain script
 without an ``if __name__ == "__main__"`` guard would start itself again.
@@ -222,8 +222,8 @@ def main(argv: list[str]) -> int:
         conn_fd, board_fd = (int(arg) for arg in argv)
     except ValueError:
         print(
-            "usage: python -m pytest_autotune.runners.worker CONN_FD HEARTBEAT_FD\n"
-            "(started by pytest_autotune.runners.isolation, not by hand)",
+            "usage: python -m pytest_autotune.execution.worker CONN_FD HEARTBEAT_FD\n"
+            "(started by pytest_autotune.execution.isolation, not by hand)",
             file=sys.stderr,
         )
         return 2

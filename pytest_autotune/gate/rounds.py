@@ -32,7 +32,7 @@ import numpy as np
 
 from ..measure.timing import faster_half
 from ..results import Measurement
-from ..runners.isolation import sharing_one_cpu, usable_cpus
+from ..execution.isolation import sharing_one_cpu, usable_cpus
 from .probes import pool_probes
 
 Measure = Callable[[], Measurement]

@@ -10,8 +10,8 @@ plain script or another test runner.
 from ..engine.evaluator import Budget
 from ..measure.bounds import check_memory_limit, parse_size
 from ..measure.timing import TimingStats
-from ..runners.compile_pool import parse_compile_workers
-from ..runners.triton_kernel import use_interpreter_without_gpu
+from ..execution.compile_pool import parse_compile_workers
+from ..backends.triton_kernel import use_interpreter_without_gpu
 from ..space import DEFAULT_MAX_CONFIGURATIONS
 from ..strategies import StrategyError, validate_strategy_spec
 from .compile_check import DEFAULT_SAMPLE, compile_outcome, parse_arch_list, positive_sample

@@ -17,7 +17,7 @@ from ..lock.entry import LockEntry
 from ..lock.hashing import describe_callable, hash_problem, hash_source, hash_space, kernel_source_hash, stable_hash
 from ..lock.problem import describe_problem
 from ..runners import make_runner
-from ..runners.kernel import KernelSpec, spec_headers, with_code
+from ..execution.kernel import KernelSpec, spec_headers, with_code
 from .settings import TuneSettings
 
 __all__ = ["KernelCall", "source_call", "function_call", "triton_call", "replay_call", "space_hash"]

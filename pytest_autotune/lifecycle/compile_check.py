@@ -6,7 +6,7 @@ with NVRTC alone (no CuPy, no driver), for each named architecture:
 
 * the locked winner of every lockfile whose device has that architecture,
 * the search space's valid configurations under that architecture's limits
-  (:func:`~pytest_autotune.runners.cuda_arch.arch_limits`): all of them when
+  (:func:`~pytest_autotune.backends.cuda_arch.arch_limits`): all of them when
   there are at most ``sample``, else a seeded sample of ``sample``,
 
 and reports each one that the restrictions allow but that does not compile
@@ -30,11 +30,11 @@ import numpy as np
 
 from ..measure.timing import TimingStats
 from .outcome import KernelResult, Mode, Outcome, Status, SummaryRow
-from ..runners.cuda_arch import ARCH_LIMITS, arch_limits, parse_arch
+from ..backends.cuda_arch import ARCH_LIMITS, arch_limits, parse_arch
 from ..errors import InvalidConfiguration
-from ..runners.executor import check_kernel_resources, check_launch_limits
-from ..runners.kernel import KernelSpec, launch_geometry
-from ..runners.nvrtc import compile_configuration
+from ..execution.executor import check_kernel_resources, check_launch_limits
+from ..execution.kernel import KernelSpec, launch_geometry
+from ..backends.nvrtc import compile_configuration
 from ..space.membership import NotInSpace, declared_configuration
 from ..space import SearchSpace
 
@@ -264,7 +264,7 @@ def compile_outcome(spec: KernelSpec, settings: Any, options: Any, test: str, la
     configuration (no timings: nothing ran).
     """
     from ..lock.lockfile import LockfileError
-    from ..runners import nvrtc
+    from ..backends import nvrtc
 
     archs: list[int] = list(options.compile_archs)
     sample: int = options.compile_sample or DEFAULT_SAMPLE

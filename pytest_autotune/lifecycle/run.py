@@ -38,7 +38,7 @@ from ..lock.lockfile import LockfileError, entry_key, get_entry, lockfile_path, 
 from ..lock.sources import load_source, materialize_headers
 from ..lock.transfer import warm_start
 from ..measure.timing import TimingStats
-from ..runners.isolation import sharing_one_cpu
+from ..execution.isolation import sharing_one_cpu
 from ..space import SearchSpaceError
 from ..space.membership import declared_configuration
 from .calls import KernelCall

@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from .. import defaults as DEFAULTS
 from ..errors import SpecError
-from ..runners.kernel import KernelSpec
+from ..execution.kernel import KernelSpec
 from .calls import KernelCall, function_call, replay_call, source_call, triton_call
 from .host import Host
 from .outcome import Action, Outcome
@@ -117,7 +117,7 @@ class Kernels:
                **runner_options: Any) -> Outcome:
         """A ``@triton.jit`` (or ``@triton.autotune``) kernel; the params are its constexprs and launch options."""
         try:
-            from ..runners.triton_runner import TritonCall
+            from ..backends.triton_runner import TritonCall
 
             call = TritonCall(kernel, grid, args, list(self.settings.params), problem_size=problem_size,
                               isolate=bool(isolate), expected=expected, atol=atol, rtol=rtol, verify=verify,

@@ -21,7 +21,7 @@ from ..space import SearchSpace, SearchSpaceError, SearchSpaceTooLarge, check_pa
 from ..space.callables import classify_callable, refused_restriction
 from ..strategies import StrategyError, validate_strategy_spec
 
-# Device limits runners hand to the space as constants (see runners.device): every backend's, as the backends
+# Device limits runners hand to the space as constants (see execution.device): every backend's, as the backends
 # declare them (backends.device_constants(), which also has those of backends registered later).
 DEVICE_CONSTANTS = device_constants()
 OBJECTIVES = ("time",)
@@ -81,7 +81,7 @@ def parse_marker(args: Sequence[Any], kwargs: Mapping[str, Any], defaults: Mappi
     if not isinstance(restrictions, (list, tuple)):
         raise _fail("restrictions", "must be a list of expression strings or callables")
     if params is not None and not isinstance(params, Mapping):
-        from ..runners.triton_kernel import is_config_list, is_autotuner, space_from_configs
+        from ..backends.triton_kernel import is_config_list, is_autotuner, space_from_configs
 
         if is_autotuner(params) or is_config_list(params):  # @triton.autotune: its configurations are the space
             try:

@@ -2,7 +2,7 @@
 
 A lockfile is named by the device's identity (:attr:`DeviceInfo.slug`). For
 OpenCL that identity is the platform vendor family plus the hardware name
-(:func:`~pytest_autotune.runners.opencl_device.device_identity`); older
+(:func:`~pytest_autotune.backends.opencl_device.device_identity`); older
 versions named the file after the driver's device string, so a different PoCL
 build on the same CPU started a new lockfile. A lockfile under such an older
 name is still found: through the device recorded in it.
@@ -18,8 +18,8 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..runners.device import DeviceInfo
-from ..runners.opencl_device import recorded_model
+from ..execution.device import DeviceInfo
+from ..backends.opencl_device import recorded_model
 from .lockfile import LockfileError, lockfile_path, read_lock_text
 
 CPU_RECORD = ("cpu_vendor", "cpu_family", "cpu_model", "cpu_stepping", "l1d_cache", "l2_cache", "l3_cache")

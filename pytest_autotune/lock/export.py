@@ -118,7 +118,7 @@ def comment_text(text: Any) -> str:
 
 
 def _value(value: Any, where: str) -> str:
-    from ..runners.kernel import format_value  # how the runners write parameters into source
+    from ..execution.kernel import format_value  # how the runners write parameters into source
     from ..errors import SpecError
 
     if isinstance(value, str) and not _TOKEN_VALUE.match(value):

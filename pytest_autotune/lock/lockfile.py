@@ -84,7 +84,7 @@ def _is_int(x: Any) -> bool:
 
 
 class _AsDict(Protocol):
-    """What a :class:`~pytest_autotune.runners.device.DeviceInfo` offers (kept structural so the
+    """What a :class:`~pytest_autotune.execution.device.DeviceInfo` offers (kept structural so the
     lockfile layer does not import the runners package)."""
 
     def as_dict(self) -> dict[str, Any]: ...

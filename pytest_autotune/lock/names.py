@@ -22,6 +22,6 @@ def is_stored_name(name: object) -> bool:
 
 
 def is_header_name(name: object) -> bool:
-    """A header's name as :mod:`..runners.includes` records it: relative, normalised, without ``..``."""
+    """A header's name as :mod:`..execution.includes` records it: relative, normalised, without ``..``."""
     return (isinstance(name, str) and len(name) <= MAX_HEADER_NAME and _HEADER_NAME.match(name) is not None
             and posixpath.normpath(name) == name and not any(part in (".", "..") for part in name.split("/")))

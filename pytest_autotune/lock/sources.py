@@ -6,7 +6,7 @@ use it (a kernel of a few KB costs a few KB per edit that was re-tuned;
 ``pytest-autotune prune`` removes the ones no entry references). When a
 kernel is edited, the gate builds this locked source and the current one at
 the locked parameters and times them side by side (see :mod:`..gate`).
-The local headers a kernel includes (:mod:`..runners.includes`) are stored the
+The local headers a kernel includes (:mod:`..execution.includes`) are stored the
 same way, one file per header text, and named in the entry's ``headers``: an
 edited header is A/B-gated like an edited kernel file.
 """

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..runners.triton_kernel import KNOWN_LAUNCH_OPTIONS
+from ..backends.triton_kernel import KNOWN_LAUNCH_OPTIONS
 from .lookup import locked_params
 
 

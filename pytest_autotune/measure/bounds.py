@@ -1,6 +1,6 @@
 """Sizes for the bounds of an isolated worker: its memory limit and its per-evaluation output cap.
 
-A candidate kernel runs in a worker process (``runners/isolation.py``); what
+A candidate kernel runs in a worker process (``execution/isolation.py``); what
 it may cost the machine is bounded there. Both bounds are written as sizes
 (``16KiB``, ``4GiB``, ``512MB``, a plain number of bytes); the memory limit
 also as a share of the machine (``50%``), ``auto`` or ``none``:

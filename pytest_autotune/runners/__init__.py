@@ -15,7 +15,7 @@ from typing import Any, Callable
 from .base import Capabilities, Runner, capabilities
 from ..backends import registry
 from ..errors import BackendUnavailable, InvalidConfiguration, SpecError
-from .kernel import KernelSpec, LocalMemory, instantiated_name, launch_geometry, render_source
+from ..execution.kernel import KernelSpec, LocalMemory, instantiated_name, launch_geometry, render_source
 
 RunnerFactory = Callable[..., Runner]
 
@@ -108,7 +108,7 @@ def make_runner(spec: Any, runner: str | None = None, **options: Any) -> Runner:
         raise BackendUnavailable(f"runner {name!r} is not available here (library or compiler missing)")
     _check_backend_options(spec, backend)
     made = backend.make_runner(spec, **options)
-    try:  # how to build it again elsewhere: a cluster device (runners/remote.py)
+    try:  # how to build it again elsewhere: a cluster device (execution/remote.py)
         made.made_with = (spec, dict(options))  # type: ignore[attr-defined]
     except AttributeError:
         pass

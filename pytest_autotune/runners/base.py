@@ -10,7 +10,7 @@ from ..results import Measurement
 
 if TYPE_CHECKING:
     from ..measure.timing import EarlyStop, MeasureOptions
-    from .compile_pool import CompiledArtefact, CompileStage
+    from ..execution.compile_pool import CompiledArtefact, CompileStage
 
 
 @dataclass(frozen=True)
@@ -134,4 +134,4 @@ def supports_profiling(runner: object) -> bool:
     return caps.profiles and bool(runner.can_profile)  # type: ignore[attr-defined]
 
 
-from .device import DeviceInfo  # noqa: E402  (re-export for type hints)
+from ..execution.device import DeviceInfo  # noqa: E402  (re-export for type hints)

@@ -39,7 +39,7 @@ from ..measure.timing import EarlyStop
 from ..results import FailureKind, Measurement
 from .clock import CostCharger, Pipeline
 from ..runners.base import Capabilities
-from ..runners.device import DeviceInfo
+from ..execution.device import DeviceInfo
 from ..errors import BackendUnavailable, SpecError
 
 __all__ = ["ReplayRunner", "ReplayError", "MIN_NOISE_FACTOR"]

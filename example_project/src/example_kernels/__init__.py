@@ -87,7 +87,7 @@ def _run_matmul(a: np.ndarray, b: np.ndarray, params: dict[str, Any]) -> np.ndar
     """Compile ``matmul.c`` with ``params`` (cached on disk by the C runner) and run it once."""
     from pytest_autotune.measure.timing import MeasureOptions
     from pytest_autotune.runners import make_runner
-    from pytest_autotune.runners.kernel import KernelSpec
+    from pytest_autotune.execution.kernel import KernelSpec
 
     n = a.shape[0]
     c = np.zeros((n, n), dtype=np.float32)
