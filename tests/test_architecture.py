@@ -199,3 +199,13 @@ def test_the_pytest_glue_reads_the_layers_below_only_through_the_lifecycle() -> 
                        if name.startswith("pytest_autotune.plugin") for target in targets
                        if not target.startswith("pytest_autotune.plugin") and target not in allowed)
     assert not offenders, "\n".join(offenders)
+
+
+def test_moved_runner_modules_import_from_their_old_paths():
+    """runners/ was split into backends/ and execution/; the old module paths name the same modules (users' imports
+    keep working)."""
+    from pytest_autotune.runners import MOVED
+
+    for old, new in sorted(MOVED.items()):
+        assert new in MODULES, new
+        assert importlib.import_module(f"pytest_autotune.runners.{old}") is importlib.import_module(new)

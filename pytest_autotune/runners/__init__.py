@@ -9,6 +9,10 @@ pyopencl) are imported only inside the process that owns the device.
 """
 from __future__ import annotations
 
+import importlib
+import importlib.abc
+import importlib.util
+import sys
 from collections.abc import Iterator, MutableMapping
 from typing import Any, Callable
 
@@ -18,6 +22,37 @@ from ..errors import BackendUnavailable, InvalidConfiguration, SpecError
 from ..execution.kernel import KernelSpec, LocalMemory, instantiated_name, launch_geometry, render_source
 
 RunnerFactory = Callable[..., Runner]
+
+# Where the modules of this package went (issue 37): ``import pytest_autotune.runners.kernel`` and the other
+# old paths still work, and name the same module objects as the new paths.
+MOVED = {
+    **{name: "pytest_autotune.backends." + name for name in (
+        "c_runner", "callable_runner", "cuda_arch", "cuda_common", "cuda_toolkit", "cupy_runner", "ncu", "nvrtc",
+        "oclgrind", "opencl_device", "opencl_runner", "pycuda_runner", "triton_kernel", "triton_runner")},
+    **{name: "pytest_autotune.execution." + name for name in (
+        "compile_pool", "device", "executor", "includes", "isolation", "kernel", "remote", "worker",
+        "worker_bounds")},
+}
+
+
+class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """``pytest_autotune.runners.<old name>`` -> the module at its new path (imported on first use)."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        prefix, _, name = fullname.rpartition(".")
+        if prefix != __name__ or name not in MOVED:
+            return None
+        return importlib.util.spec_from_loader(fullname, self)
+
+    def create_module(self, spec: Any) -> Any:
+        return importlib.import_module(MOVED[spec.name.rpartition(".")[2]])
+
+    def exec_module(self, module: Any) -> None:
+        pass
+
+
+if not any(isinstance(f, _MovedModules) for f in sys.meta_path):
+    sys.meta_path.append(_MovedModules())
 
 
 class _Runners(MutableMapping[str, RunnerFactory]):
