@@ -112,7 +112,7 @@ def function_call(launch: Callable[[Mapping[str, Any]], Any], settings: TuneSett
 def triton_call(call: Any, settings: TuneSettings, label: str, grid: Any, *, atol: float | None = None,
                 rtol: float | None = None, verify: Callable[..., Any] | None = None, shared_mem: Any = None,
                 runner_options: Mapping[str, Any] | None = None) -> KernelCall:
-    """A Triton kernel (a :class:`~..runners.triton_runner.TritonCall`)."""
+    """A Triton kernel (a :class:`~..backends.triton_runner.TritonCall`)."""
     options = dict(runner_options or {})
     described = call.described_args()
     hashes = {"source": kernel_source_hash(call.code, call.qualname), "space": space_hash(settings),

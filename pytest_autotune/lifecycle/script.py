@@ -34,7 +34,7 @@ _MODES = (None, "all", "missing")
 
 def kernel_spec(source: Any, kernel_name: str, problem_size: Any, args: Sequence[Any], *,
                 block_size_names: Sequence[str] | None = None, **fields: Any) -> KernelSpec:
-    """The :class:`~..runners.kernel.KernelSpec` of a source kernel call (``SpecError`` or ``TypeError`` for bad
+    """The :class:`~..execution.kernel.KernelSpec` of a source kernel call (``SpecError`` or ``TypeError`` for bad
     arguments, naming them)."""
     if block_size_names is not None:
         fields["block_size_names"] = block_size_names
