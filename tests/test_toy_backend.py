@@ -138,7 +138,7 @@ def test_a_registered_backend_is_found_by_language_suffix_and_lock_kind(tmp_path
     spec = importlib.util.spec_from_loader("toy_backend_module", loader=None)
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     exec(TOY_BACKEND, module.__dict__)
-    from pytest_autotune.plugin.marker import DEVICE_CONSTANTS
+    from pytest_autotune.lifecycle import DEVICE_CONSTANTS
     from pytest_autotune.runners import KernelSpec, infer_runner, make_runner
 
     registry.register(module.BACKEND)
