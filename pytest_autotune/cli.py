@@ -19,7 +19,6 @@ unreadable / invalid lockfile (the message names it).
 """
 from __future__ import annotations
 
-from .errors import AutotuneError
 import argparse
 import json
 import sys
@@ -27,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from .errors import AutotuneError
 from . import __version__
 from .lock.entry import LockEntry
 from .lock.lockfile import Lockfile, LockfileError, read_lockfile, serialize

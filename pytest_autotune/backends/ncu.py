@@ -33,7 +33,6 @@ error, crash, timeout, no metrics in the output).
 """
 from __future__ import annotations
 
-from ..errors import AutotuneError
 import csv
 import io
 import json
@@ -51,7 +50,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import BackendUnavailable
+from ..errors import AutotuneError, BackendUnavailable
 from ..runners.base import HOSTED, Capabilities
 from ..execution.kernel import KernelSpec, instantiated_name, launch_geometry, render_source, split_template
 

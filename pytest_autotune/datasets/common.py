@@ -1,7 +1,6 @@
 """What every format reader shares: the error type, file reading, time units, the record container."""
 from __future__ import annotations
 
-from ..errors import AutotuneError
 import gzip
 import json
 import os
@@ -12,6 +11,7 @@ from typing import Any, Iterable, Mapping, Union
 
 import numpy as np
 
+from ..errors import AutotuneError
 from .costs import RecordCosts
 
 try:  # orjson parses the large caches about twice as fast; the standard library is the fallback

@@ -27,7 +27,6 @@ module only keeps the books for one search (:class:`RayFleet`, driven by
 """
 from __future__ import annotations
 
-from ..errors import AutotuneError
 import itertools
 import os
 import time
@@ -35,6 +34,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Mapping
 
+from ..errors import AutotuneError
 from ..errors import BackendUnavailable, SpecError
 from ..measure.timing import EarlyStop
 from ..results import FailureKind, Measurement

@@ -10,13 +10,13 @@ Usable from plain Python; the pytest plugin is one client of it::
 """
 from __future__ import annotations
 
-from .. import defaults as DEFAULTS
-from ..errors import AutotuneError
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from .. import defaults as DEFAULTS
+from ..errors import AutotuneError
 from .evaluator import Budget, EvaluationRecord, Evaluator, SearchHistory
 from ..measure.timing import TimingStats
 from .pipeline_depth import PipelineDepth

@@ -34,7 +34,6 @@ Both are deterministic: sorted, no timestamps, so a diff shows exactly what chan
 """
 from __future__ import annotations
 
-from ..errors import AutotuneError
 import json
 import os
 import re
@@ -43,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import AutotuneError
 from .lockfile import read_lockfile
 from .problem import normalize_size, size_label
 

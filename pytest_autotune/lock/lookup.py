@@ -20,7 +20,6 @@ the device when ``device`` is not given.
 from __future__ import annotations
 
 from ..backends import lock_kinds
-from ..errors import AutotuneError
 import functools
 import os
 import warnings
@@ -29,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import AutotuneError
 from .hashing import hash_source, kernel_source_hash
 from .devices import find_lockfile
 from .lockfile import read_lockfile

@@ -26,7 +26,6 @@ was known. ``runner.simulated_seconds`` is the simulated wall time so far.
 """
 from __future__ import annotations
 
-from ..errors import AutotuneError
 import math
 import os
 from pathlib import Path
@@ -34,6 +33,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from ..errors import AutotuneError
 from ..datasets import RecordedSpace, SpaceDefinition, load_dataset
 from ..measure.timing import EarlyStop
 from ..results import FailureKind, Measurement

@@ -142,7 +142,6 @@ fitted trees predicted, and loading needs no scikit-learn.
 """
 from __future__ import annotations
 
-from ..errors import AutotuneError
 import datetime as _dt
 import gzip
 import json
@@ -153,6 +152,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
+
+from ..errors import AutotuneError
 
 __all__ = [
     "CounterModel", "CounterModelError", "MODEL_FORMAT", "MODEL_COUNTERS", "PC_STRESS", "PC_OPS", "REQUIRED_COUNTERS",

@@ -32,12 +32,12 @@ so the evaluation order is exactly the sequential one.
 """
 from __future__ import annotations
 
-from ..errors import AutotuneError
 import dataclasses
 from typing import Any, Callable, ClassVar, Generator, Iterable, Sequence, Union
 
 import numpy as np
 
+from ..errors import AutotuneError
 from ..space import SearchSpace
 
 Proposal = Union[int, np.integer, np.ndarray, tuple]
