@@ -5,12 +5,12 @@ The engine (``space``, ``strategies``, ``runners``, ``measure``, ``engine``,
 """
 from ._version import __version__
 
-__all__ = ["tune", "TuneResult", "gate", "Kernels", "locked_params", "locked_triton_config", "locked_triton_configs", "__version__"]
+__all__ = ["tune", "TuneOptions", "TuneResult", "gate", "Kernels", "locked_params", "locked_triton_config", "locked_triton_configs", "__version__"]
 
 
 def __getattr__(name: str):
     """``tune``, ``TuneResult``, ``gate``, ``Kernels`` and ``locked_params`` on first use (importing the package for the pytest plugin stays cheap)."""
-    if name in ("tune", "TuneResult"):
+    if name in ("tune", "TuneOptions", "TuneResult"):
         from .engine import tuner
 
         return getattr(tuner, name)

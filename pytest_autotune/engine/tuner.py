@@ -106,24 +106,50 @@ def params_key(params: Mapping[str, Any]) -> str:
     return repr(sorted((str(k), repr(v)) for k, v in params.items()))
 
 
-def _evaluate(runner: Runner, params: Mapping[str, Any], keep_outputs: bool) -> Measurement:
+def evaluate_once(runner: Runner, params: Mapping[str, Any], keep_outputs: bool) -> Measurement:
+    """One measurement of ``params``, with its outputs where asked for and the runner keeps them."""
     if keep_outputs and capabilities(runner).keeps_outputs:
         return runner.evaluate(params, keep_outputs=True)
     return runner.evaluate(params)
 
 
+@dataclass(frozen=True)
+class TuneOptions:
+    """How a search runs, as one value (``tune(..., options=TuneOptions(...))``): the strategy and its budget and
+    seed, how the winner is confirmed and how many runners-up are kept, the pipeline (batch, compile workers),
+    the stops (early stop, systematic failures) and where (a Ray cluster). The defaults are tune()'s."""
+
+    strategy: Any = DEFAULT_STRATEGY
+    budget: Any = DEFAULT_BUDGET
+    seed: int | None = None
+    keep_outputs: bool = True
+    runners_up: int = RUNNERS_UP
+    confirm_rounds: int = CONFIRM_ROUNDS
+    confirm_top: int = CONFIRM_TOP
+    batch_size: int = 1
+    compile_workers: int | None = None
+    early_stop: bool = True  # and the runner's measure options: a search stops early only where both allow it
+    stop_systematic: bool = True
+    cluster: Any = None
+
+
+_UNSET: Any = object()
+_OPTION_NAMES = tuple(TuneOptions.__dataclass_fields__)
+
+
 def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
          restrictions: Iterable[RestrictionLike] | None = None, *, space: SearchSpace | None = None,
-         strategy: StrategySpec | Strategy = DEFAULT_STRATEGY, budget: Budget | int | str | None = DEFAULT_BUDGET,
-         seed: int | None = None, constants: Mapping[str, Any] | None = None,
+         options: TuneOptions | None = None,
+         strategy: StrategySpec | Strategy = _UNSET, budget: Budget | int | str | None = _UNSET,
+         seed: int | None = _UNSET, constants: Mapping[str, Any] | None = None,
          cache: Mapping[int, Measurement] | None = None,
          on_record: Callable[[EvaluationRecord, Evaluator], None] | None = None,
-         keep_outputs: bool = True, runners_up: int = RUNNERS_UP, incumbent: Mapping[str, Any] | None = None,
-         seeds: Sequence[Mapping[str, Any]] = (), confirm_rounds: int = CONFIRM_ROUNDS,
-         confirm_top: int = CONFIRM_TOP, batch_size: int = 1,
+         keep_outputs: bool = _UNSET, runners_up: int = _UNSET, incumbent: Mapping[str, Any] | None = None,
+         seeds: Sequence[Mapping[str, Any]] = (), confirm_rounds: int = _UNSET,
+         confirm_top: int = _UNSET, batch_size: int = _UNSET,
          prefetch: Callable[[list[dict[str, Any]]], None] | None = None,
-         compile_workers: int | None = None, early_stop: bool = True,
-         stop_systematic: bool = True, cluster: Any = None) -> TuneResult:
+         compile_workers: int | None = _UNSET, early_stop: bool = _UNSET,
+         stop_systematic: bool = _UNSET, cluster: Any = _UNSET) -> TuneResult:
     """Search ``params`` under ``restrictions`` with ``strategy`` on ``runner``; return the verified winner.
 
     ``budget`` is a number of unique evaluations or a duration (``"90s"``).
@@ -146,7 +172,9 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
     with a prefetch (or a compile pool) only as many as keep the device busy
     (:mod:`~pytest_autotune.engine.pipeline_depth`), and the runner's
     ``first_ready`` picks which pending one is measured next.
-    ``early_stop`` (and the runner's ``measure.early_stop``): a configuration
+    ``options`` carries all of these as one :class:`TuneOptions` (or pass them one by one).
+    ``early_stop`` (and the runner's ``measure.early_stop``; the marker's ``measure`` sets the latter, the one
+    source the plugin uses): a configuration
     whose first timed runs are far slower than the best so far stops being
     timed (:class:`~pytest_autotune.measure.timing.EarlyStop`); it is flagged, its
     partial value reaches the strategy, and it is never a finalist, the
@@ -160,6 +188,19 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
     device of a Ray cluster at once (:mod:`~pytest_autotune.engine.cluster`);
     the finalists are then re-timed on one device.
     """
+    given = {name: value for name, value in (("strategy", strategy), ("budget", budget), ("seed", seed),
+                                              ("keep_outputs", keep_outputs), ("runners_up", runners_up),
+                                              ("confirm_rounds", confirm_rounds), ("confirm_top", confirm_top),
+                                              ("batch_size", batch_size), ("compile_workers", compile_workers),
+                                              ("early_stop", early_stop), ("stop_systematic", stop_systematic),
+                                              ("cluster", cluster)) if value is not _UNSET}
+    if options is not None and given:
+        raise TypeError(f"tune(): pass {', '.join(sorted(given))} in options=TuneOptions(...), or without options=")
+    o = options if options is not None else TuneOptions(**given)
+    strategy, budget, seed, keep_outputs, runners_up = o.strategy, o.budget, o.seed, o.keep_outputs, o.runners_up
+    confirm_rounds, confirm_top, batch_size, compile_workers = o.confirm_rounds, o.confirm_top, o.batch_size, \
+        o.compile_workers
+    early_stop, stop_systematic, cluster = o.early_stop, o.stop_systematic, o.cluster
     if space is None:
         if params is None:
             raise ValueError("tune() needs params (or a prebuilt space)")
@@ -218,7 +259,7 @@ def _finish(runner: Runner, search: Strategy, space: SearchSpace, history: Searc
     samples = confirmation.get(params_key(best.params)) or best.measurement.samples or [best.value]
     outputs = None
     if keep_outputs:
-        again = _evaluate(runner, best.params, keep_outputs=True)
+        again = evaluate_once(runner, best.params, keep_outputs=True)
         outputs = again.extra.get("outputs")
     stats = TimingStats.from_samples(samples)  # type: ignore[arg-type]
     others = [r for r in ranked if r is not best]

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ..engine.cluster import ClusterError
-from ..engine.tuner import TuneError, _evaluate, build_space, compile_ahead_summary, first_failures, spills, tune
+from ..engine.tuner import (TuneError, TuneOptions, build_space, compile_ahead_summary, evaluate_once, first_failures,
+                            spills, tune)
 from ..errors import BackendUnavailable, SpecError
 from ..gate.probes import GPU_PROBE_VERSION, PROBE_VERSION, cpu_kinds, probes_for
 from ..gate.retune import decide
@@ -240,10 +241,11 @@ class KernelLifecycle:
         warm = warm_start(opts.lockdir, path, k.label, k.hashes, k.problem) if old is None else None
         started = time.perf_counter()
         try:
-            result = tune(runner, space=space, strategy=s.strategy, budget=s.budget, seed=s.seed,
-                          cache=cached, on_record=on_record, incumbent=incumbent, seeds=warm.seeds if warm else (),
-                          compile_workers=opts.compile_workers, early_stop=s.measure.early_stop,
-                          cluster=opts.cluster)
+            # early stopping: the runner's measure options (the marker's measure=, else the ini option) decide
+            result = tune(runner, space=space, options=TuneOptions(strategy=s.strategy, budget=s.budget, seed=s.seed,
+                                                                   compile_workers=opts.compile_workers,
+                                                                   cluster=opts.cluster),
+                          cache=cached, on_record=on_record, incumbent=incumbent, seeds=warm.seeds if warm else ())
         except TuneError as exc:
             history = exc.history
             self._record(k.label, Mode.TUNE, Status.FAILED, message=str(exc),
@@ -295,7 +297,7 @@ class KernelLifecycle:
                      message=decision.message, lockfile=str(path), lock_written=decision.write,
                      device=device.model, new_lockfile_beside=others if decision.write else [])
         outputs = (result.outputs if decision.params == result.params  # the kept winner's own, fresh outputs
-                   else _evaluate(runner, decision.params, keep_outputs=True).extra.get("outputs"))
+                   else evaluate_once(runner, decision.params, keep_outputs=True).extra.get("outputs"))
         return KernelResult(k.label, "tune", params, stats, outputs, result.history, None, entry)
 
     # -- gate ---------------------------------------------------------------------------
@@ -307,7 +309,7 @@ class KernelLifecycle:
 
         def measure_current() -> Any:
             # Not every runner keeps outputs (the replay runner has none): same fallback as tune().
-            m = _evaluate(runner, params, keep_outputs="outputs" not in kept)
+            m = evaluate_once(runner, params, keep_outputs="outputs" not in kept)
             kept.setdefault("outputs", m.extra.get("outputs"))
             return m
 
