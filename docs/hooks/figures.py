@@ -126,24 +126,28 @@ GATE_NODES = [
     ("missing", 1, 1, "skip", "skipped (or fail / tune: --autotune-missing), named in the NOT GATED line"),
     ("stale", 0, 2, "decision", "Can the locked configuration still run as measured (same problem, still in the space)?"),
     ("stale_out", 1, 2, "skip", "stale: skipped with the exact re-tune command"),
-    ("verify", 0, 3, "step", "run the locked parameters and verify the outputs"),
-    ("broken", 1, 3, "fail", "BROKEN: wrong output, the test fails"),
-    ("edited", 0, 4, "decision", "Kernel source edited since the lock?"),
-    ("ab", 1, 4, "step", "A/B: the locked source and the current one at the locked parameters, interleaved "
+    ("trust", 0, 3, "decision", "May the entry reach a build (values of the marker's space, paths inside the lock, "
+                                "the kernel's own options)?"),
+    ("refused", 1, 3, "fail", "refused: the test fails, nothing was compiled (--autotune re-tunes it)"),
+    ("verify", 0, 4, "step", "run the locked parameters and verify the outputs"),
+    ("broken", 1, 4, "fail", "BROKEN: wrong output, the test fails"),
+    ("edited", 0, 5, "decision", "Kernel source edited since the lock?"),
+    ("ab", 1, 5, "step", "A/B: the locked source and the current one at the locked parameters, interleaved "
                          "rounds on one CPU of this machine"),
-    ("absolute", 0, 5, "step", "fresh samples against the locked samples"),
-    ("test", 0, 6, "decision", "Median slower by more than the tolerance and Mann-Whitney U p < alpha?"),
-    ("pass", 1, 6, "pass", "pass (clearly faster: pass, with a note to re-tune)"),
-    ("persist", 0, 7, "decision", "Still slower in fresh rounds, each after a short pause?"),
-    ("burst", 1, 7, "pass", "pass: a burst of load, not the kernel"),
-    ("probes", 0, 8, "decision", "Unchanged source: do the machine probes (triad, FMA chain) explain the slowdown?"),
-    ("incomparable", 1, 8, "warn", "not comparable: warn (default), skip or fail (--autotune-incomparable)"),
-    ("regression", 0, 9, "fail", "REGRESSION: the test fails, with the numbers, the locked params and the "
+    ("absolute", 0, 6, "step", "fresh samples against the locked samples"),
+    ("test", 0, 7, "decision", "Median slower by more than the tolerance and Mann-Whitney U p < alpha?"),
+    ("pass", 1, 7, "pass", "pass (clearly faster: pass, with a note to re-tune)"),
+    ("persist", 0, 8, "decision", "Still slower in fresh rounds, each after a short pause?"),
+    ("burst", 1, 8, "pass", "pass: a burst of load, not the kernel"),
+    ("probes", 0, 9, "decision", "Unchanged source: do the machine probes (triad, FMA chain) explain the slowdown?"),
+    ("incomparable", 1, 9, "warn", "not comparable: warn (default), skip or fail (--autotune-incomparable)"),
+    ("regression", 0, 10, "fail", "REGRESSION: the test fails, with the numbers, the locked params and the "
                                  "re-tune command"),
 ]
 GATE_EDGES = [
     ("start", "entry", ""), ("entry", "missing", "no"), ("entry", "stale", "yes"), ("stale", "stale_out", "no"),
-    ("stale", "verify", "yes"), ("verify", "broken", "wrong"), ("verify", "edited", "correct"),
+    ("stale", "trust", "yes"), ("trust", "refused", "no"),
+    ("trust", "verify", "yes"), ("verify", "broken", "wrong"), ("verify", "edited", "correct"),
     ("edited", "ab", "yes"), ("edited", "absolute", "no"), ("ab", "test", ""), ("absolute", "test", ""),
     ("test", "pass", "no"), ("test", "persist", "yes"), ("persist", "burst", "no"), ("persist", "probes", "yes"),
     ("probes", "incomparable", "yes"), ("probes", "regression", "no, or A/B"),
@@ -151,19 +155,21 @@ GATE_EDGES = [
 
 ARCH_NODES = [
     ("marker", 0, 0, "start", "@pytest.mark.tune + the autotune fixture (lifecycle/settings.py, plugin/__init__.py)"),
-    ("api", 1, 0, "start", "tune() without pytest (engine/tuner.py)"),
-    ("lifecycle", 0, 1, "step", "lifecycle: tune (--autotune) or gate (plain pytest) per kernel (plugin/fixture.py)"),
+    ("api", 1, 0, "start", "without pytest: Kernels, gate() (lifecycle/script.py), tune() (engine/tuner.py)"),
+    ("lifecycle", 0, 1, "step", "lifecycle: check and trust the entry, then tune and lock or gate, per kernel call "
+                                "(lifecycle/run.py); the fixture maps its outcome to pytest"),
     ("strategy", 0, 2, "step", "strategy proposes configurations (strategies/, auto) from the space (space/)"),
     ("evaluator", 1, 2, "step", "evaluator: memoisation, budget, early stopping, the record of every evaluation "
                                 "(engine/)"),
     ("pool", 0, 3, "step", "compile pool: compiles the next candidates while one is timed (execution/compile_pool.py)"),
-    ("worker", 0, 4, "step", "isolated worker process: runs, verifies and times on the device (runners/)"),
+    ("worker", 0, 4, "step", "isolated worker process: runs, verifies and times on the device (backends/, "
+                             "execution/)"),
     ("lock", 0, 5, "pass", "lock: per-device lockfile, winner + runners-up + samples + stored source (lock/)"),
     ("gate", 1, 5, "warn", "gate: re-time the locked winner, compare, probes, verdict (gate/)"),
     ("report", 1, 6, "skip", "summary table, JSON report, Markdown job summary, plots (plugin/report.py)"),
 ]
 ARCH_EDGES = [
-    ("marker", "lifecycle", "settings"), ("api", "evaluator", ""), ("lifecycle", "strategy", "tune"),
+    ("marker", "lifecycle", "settings"), ("api", "lifecycle", ""), ("lifecycle", "strategy", "tune"),
     ("strategy", "evaluator", "propose / told"), ("strategy", "pool", "candidates"), ("pool", "worker", "binaries"),
     ("worker", "lock", "winner"), ("lock", "gate", "entry"), ("gate", "report", "verdict"),
 ]
@@ -171,7 +177,8 @@ ARCH_EDGES = [
 
 def figure_gate_flow(results: Path) -> tuple[str, str]:
     svg = diagram(GATE_NODES, GATE_EDGES, title="How the gate decides")
-    return svg, ("How the gate decides, top to bottom: the checks before any timing, the evidence it "
+    return svg, ("How the gate decides, top to bottom: the checks before any timing (is there an entry, does it "
+                 "apply, may it reach a build at all), the evidence it "
                  "picks (A/B after an edit, else the locked samples), the rank test, the fresh rounds and the "
                  "machine probes, and each outcome (green passes, red fails, brown skips, orange is "
                  "<code>--autotune-incomparable</code>).")
