@@ -5,16 +5,16 @@ The engine (``space``, ``strategies``, ``runners``, ``measure``, ``engine``,
 """
 from ._version import __version__
 
-__all__ = ["tune", "TuneOptions", "TuneResult", "gate", "Kernels", "locked_params", "locked_triton_config", "locked_triton_configs", "__version__"]
+__all__ = ["tune", "TuneOptions", "TuneResult", "gate_kernel", "Kernels", "locked_params", "locked_triton_config", "locked_triton_configs", "__version__"]
 
 
 def __getattr__(name: str):
-    """``tune``, ``TuneResult``, ``gate``, ``Kernels`` and ``locked_params`` on first use (importing the package for the pytest plugin stays cheap)."""
+    """``tune``, ``TuneResult``, ``gate_kernel``, ``Kernels`` and ``locked_params`` on first use (importing the package for the pytest plugin stays cheap)."""
     if name in ("tune", "TuneOptions", "TuneResult"):
         from .engine import tuner
 
         return getattr(tuner, name)
-    if name in ("gate", "Kernels"):  # the lock-and-gate lifecycle for scripts and other test runners
+    if name in ("gate_kernel", "Kernels"):  # the lock-and-gate lifecycle for scripts and other test runners
         from . import lifecycle
 
         return getattr(lifecycle, name)

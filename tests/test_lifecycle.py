@@ -118,3 +118,10 @@ def test_options_are_checked_where_they_are_given() -> None:
     with pytest.raises(MarkerError) as info:
         Kernels.create("t", params={"x": []})
     assert info.value.argument == "params"
+
+
+def test_the_script_entry_points_are_importable_from_the_package_beside_its_gate_subpackage() -> None:
+    import pytest_autotune.gate.verdict  # noqa: F401  (the subpackage pytest_autotune.gate, loaded first)
+    from pytest_autotune import Kernels as K, TuneOptions, gate_kernel
+
+    assert callable(gate_kernel) and K is Kernels and TuneOptions().budget == 200

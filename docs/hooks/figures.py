@@ -155,7 +155,7 @@ GATE_EDGES = [
 
 ARCH_NODES = [
     ("marker", 0, 0, "start", "@pytest.mark.tune + the autotune fixture (lifecycle/settings.py, plugin/__init__.py)"),
-    ("api", 1, 0, "start", "without pytest: Kernels, gate() (lifecycle/script.py), tune() (engine/tuner.py)"),
+    ("api", 1, 0, "start", "without pytest: Kernels, gate_kernel() (lifecycle/script.py), tune() (engine/tuner.py)"),
     ("lifecycle", 0, 1, "step", "lifecycle: check and trust the entry, then tune and lock or gate, per kernel call "
                                 "(lifecycle/run.py); the fixture maps its outcome to pytest"),
     ("strategy", 0, 2, "step", "strategy proposes configurations (strategies/, auto) from the space (space/)"),

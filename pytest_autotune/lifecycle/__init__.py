@@ -22,7 +22,7 @@ from .progress import Progress, eta
 from .prune import Collected, Orphan, Rename, find_orphans, find_renames, orphaned_sources, rekey, remove_orphans
 from .run import KernelLifecycle
 from .scratch import ScratchCache, fingerprint
-from .script import Kernels, gate, kernel_spec
+from .script import Kernels, gate_kernel, kernel_spec
 from .settings import (DEVICE_CONSTANTS, INCOMPARABLE_POLICIES, MARKER_ARGS, MISSING_POLICIES, MarkerError, Options,
                        TuneSettings, parse_marker)
 
@@ -34,4 +34,4 @@ __all__ = ["Budget", "check_memory_limit", "parse_size", "parse_compile_workers"
            "KernelResult", "Kernels", "MARKER_ARGS", "MISSING_POLICIES", "MarkerError", "Mode", "Options", "Outcome",
            "Progress", "ScratchCache", "Status", "SummaryRow", "TimingStats", "TUNE_STATUS", "TuneSettings", "eta", "fingerprint",
            "compile_outcome", "Collected", "Orphan", "Rename", "find_orphans", "find_renames", "orphaned_sources", "rekey", "remove_orphans",
-           "space_hash", "function_call", "gate", "kernel_spec", "parse_arch_list", "positive_sample", "parse_marker", "replay_call", "source_call", "triton_call"]
+           "space_hash", "function_call", "gate_kernel", "kernel_spec", "parse_arch_list", "positive_sample", "parse_marker", "replay_call", "source_call", "triton_call"]

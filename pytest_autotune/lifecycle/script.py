@@ -1,13 +1,13 @@
-"""The fixture's calls for any caller: :class:`Kernels` (tune, lock, gate) and :func:`gate` for a plain script.
+"""The fixture's calls for any caller: :class:`Kernels` (tune, lock, gate) and :func:`gate_kernel` for a script.
 
 ``Kernels`` is what the ``autotune`` fixture is made of, without pytest:
 ``kernel()``, ``function()``, ``triton()`` and ``replay()`` build the
 kernel call and run its lifecycle, each returning an :class:`~.outcome.Outcome`.
 A script gates a kernel against the committed lock in one line::
 
-    from pytest_autotune import gate
+    from pytest_autotune import gate_kernel
 
-    outcome = gate("kernels/scale.c", "scale", n, [out, x, np.int32(n)], test="bench/scale.py",
+    outcome = gate_kernel("kernels/scale.c", "scale", n, [out, x, np.int32(n)], test="bench/scale.py",
                    params={"CHUNK": [64, 256, 1024]}, expected=[2 * x, None, None])
     if outcome.action.value == "fail":
         raise SystemExit(outcome.message)
@@ -25,9 +25,9 @@ from .calls import KernelCall, function_call, replay_call, source_call, triton_c
 from .host import Host
 from .outcome import Action, Outcome
 from .run import KernelLifecycle
-from .settings import INCOMPARABLE_POLICIES, MISSING_POLICIES, Options, TuneSettings, parse_marker
+from .settings import INCOMPARABLE_POLICIES, MARKER_ARGS, MISSING_POLICIES, Options, TuneSettings, parse_marker
 
-__all__ = ["Kernels", "gate", "kernel_spec"]
+__all__ = ["Kernels", "gate_kernel", "kernel_spec"]
 
 _MODES = (None, "all", "missing")
 
@@ -156,17 +156,19 @@ class Kernels:
         return outcome
 
 
-def gate(source: Any, kernel_name: str, problem_size: Any, args: Sequence[Any], *, test: str, params: Any,
+def gate_kernel(source: Any, kernel_name: str, problem_size: Any, args: Sequence[Any], *, test: str, params: Any,
          restrictions: Any = None, lockdir: str | Path = DEFAULTS.LOCKDIR, tolerance: float = DEFAULTS.TOLERANCE,
          alpha: float = DEFAULTS.ALPHA, missing: str = "fail", incomparable: str = DEFAULTS.INCOMPARABLE,
          constants: Mapping[str, Any] | None = None,
          **kernel: Any) -> Outcome:
     """Gate one source kernel against its entry in the lock (``<test>::<kernel>``), as plain ``pytest`` does.
 
-    ``params``/``restrictions``/``constants`` are the tune marker's, ``kernel`` what ``autotune.kernel`` takes
-    (``expected=``, ``runner=``, ``name=``, ...). A missing entry fails by default (``missing="skip"`` to skip).
+    ``params``/``restrictions``/``constants`` (and ``measure=``, ``seed=``, the other marker arguments) are the tune
+    marker's, the rest what ``autotune.kernel`` takes (``expected=``, ``runner=``, ``name=``, ...). A missing entry fails by default (``missing="skip"`` to skip).
     The outcome's ``action`` says pass, fail or skip; ``message`` why; ``row`` the summary row.
     """
+    marker = {name: kernel.pop(name) for name in list(kernel) if name in MARKER_ARGS}  # measure=, seed=, ...
     kernels = Kernels.create(test, params=params, restrictions=restrictions, lockdir=lockdir, missing=missing,
-                             incomparable=incomparable, tolerance=tolerance, alpha=alpha, constants=constants or {})
+                             incomparable=incomparable, tolerance=tolerance, alpha=alpha, constants=constants or {},
+                             **marker)
     return kernels.kernel(source, kernel_name, problem_size, args, **kernel)
