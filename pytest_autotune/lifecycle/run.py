@@ -18,15 +18,16 @@ another test runner is another (:mod:`.script`). Nothing here imports pytest.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ..engine.cluster import ClusterError
-from ..engine.tuner import (TuneError, TuneOptions, build_space, compile_ahead_summary, evaluate_once, first_failures,
+from ..engine.tuner import (TuneError, TuneOptions, TuneResult, build_space, compile_ahead_summary, evaluate_once, first_failures,
                             spills, tune)
 from ..errors import BackendUnavailable, SpecError
 from ..gate.probes import GPU_PROBE_VERSION, PROBE_VERSION, cpu_kinds, probes_for
-from ..gate.retune import decide
+from ..gate.retune import RetuneDecision, decide
 from ..gate.rounds import rotating_pin
 from ..gate.trust import UntrustedEntry, describe as describe_refusal, trusted_build, trusted_params, \
     trusted_probe_sizes, trusted_runners_up
@@ -70,6 +71,20 @@ def _fail(message: str, *, traceback: bool = False) -> _Stop:
 
 def _skip(message: str) -> _Stop:
     return _Stop(Action.SKIP, message)
+
+
+@dataclass
+class _Searched:
+    """What a tuning's search left for the decision: the result, the incumbent it defended, the warm start, the
+    evaluations it could make and those resumed, its scratch cache (cleared once the lock is written), its time."""
+
+    result: TuneResult
+    incumbent: dict[str, Any] | None
+    warm: Any
+    total: int | None
+    resumed: int
+    scratch: ScratchCache
+    seconds: float
 
 
 class KernelLifecycle:
@@ -207,6 +222,44 @@ class KernelLifecycle:
 
     def _tune(self, k: KernelCall, key: str, runner: Any, path: Path, device: Any,
               old: LockEntry | None, old_key: str | None = None) -> KernelResult:
+        """Search, decide whether the locked winner stays, lock the decision, and say so in the row."""
+        s = self.settings
+        searched = self._search(k, key, runner, path, device, old)
+        result = searched.result
+        incumbent = searched.incumbent
+        locked_now = result.confirmed_samples(incumbent) if incumbent is not None else None
+        reasons = rewrite_reasons(k, old, device) + ([f"re-keyed from {old_key}"] if old_key else [])
+        decision = decide(old, reasons, result.params, list(result.stats.samples), locked_now, s.tolerance, s.alpha)
+        entry, others = self._lock(k, key, runner, path, device, old, old_key, result, decision, searched.seconds)
+        searched.scratch.clear()
+        params = self._in_declared_order(decision.params)
+        stats = TimingStats.from_samples(decision.samples) if decision.samples else result.stats
+        locked_ms = old.median if old is not None else None
+        # "vs lock" is one comparison, named: the new winner against the locked winner timed beside it now
+        # (the number in the note), else the kept winner's samples now against the lock's median
+        side_by_side = decision.change_pct is not None and decision.action == "new"
+        warm = searched.warm
+        self._record(k.label, Mode.TUNE, TUNE_STATUS[decision.action], params=params, time_ms=stats.median,
+                     change_pct=decision.change_pct if side_by_side else
+                     (stats.median - locked_ms) / locked_ms * 100.0 if locked_ms else None, locked_ms=locked_ms,
+                     change_kind="a/b" if side_by_side else "lock",
+                     evaluations=result.evaluations, budget=searched.total or s.budget_text,
+                     strategy=result.strategy["name"], failures=result.failures,
+                     failure_examples=first_failures(result.history),
+                     spills=spills(result.history, result.measurement),
+                     compile_ahead=compile_ahead_summary(result.history),
+                     best_so_far=[None if x != x else float(x) for x in result.history.best_so_far()],
+                     resumed=searched.resumed, stop_reason=result.history.stop_reason,
+                     note=decision.message if decision.action != "first" else (warm.note() if warm else ""),
+                     message=decision.message, lockfile=str(path), lock_written=decision.write,
+                     device=device.model, new_lockfile_beside=others if decision.write else [])
+        outputs = (result.outputs if decision.params == result.params  # the kept winner's own, fresh outputs
+                   else evaluate_once(runner, decision.params, keep_outputs=True).extra.get("outputs"))
+        return KernelResult(k.label, "tune", params, stats, outputs, result.history, None, entry)
+
+    def _search(self, k: KernelCall, key: str, runner: Any, path: Path, device: Any,
+                old: LockEntry | None) -> "_Searched":
+        """The search: resumed from the scratch cache, the locked winner and other devices' winners first."""
         s, opts, test = self.settings, self.options, self.host.test
         try:
             space = self._space(runner, k.label)
@@ -260,12 +313,17 @@ class KernelLifecycle:
                 raise
             # the cluster (--autotune-ray) cannot run it: the flag and the reason, not the plugin's traceback
             raise _fail(f"autotune: {test}::{k.label}: --autotune-ray={opts.cluster}: {exc}") from None
-        locked_now = result.confirmed_samples(incumbent) if incumbent is not None else None
-        reasons = rewrite_reasons(k, old, device) + ([f"re-keyed from {old_key}"] if old_key else [])
-        decision = decide(old, reasons, result.params, list(result.stats.samples), locked_now, s.tolerance, s.alpha)
+        return _Searched(result, incumbent, warm, total, len(cached), scratch, time.perf_counter() - started)
+
+    def _lock(self, k: KernelCall, key: str, runner: Any, path: Path, device: Any, old: LockEntry | None,
+              old_key: str | None, result: TuneResult, decision: RetuneDecision,
+              tuning_s: float) -> tuple[Mapping[str, Any], list[str]]:
+        """The entry of the decision (the old one where it stays as it is), merged into the lockfile when it must be
+        written; and the other lockfiles of the same kind, named when this is a new one."""
+        opts = self.options
         try:
             entry = (old.to_dict() if old is not None and not decision.write else
-                     build_entry(k, test, s, result, runner, decision, path, time.perf_counter() - started))
+                     build_entry(k, self.host.test, self.settings, result, runner, decision, path, tuning_s))
         except LockfileError as exc:  # the sources folder is a link, the disk is full, ...
             raise _fail(f"autotune: {exc}") from None
         others = [] if path.exists() else [f"{p.name} ({model})" for p, model in
@@ -275,30 +333,7 @@ class KernelLifecycle:
                 merge_entries(path, {key: entry}, device, remove=[old_key] if old_key else ())
             except LockfileError as exc:
                 raise _fail(f"autotune: {exc} (the file was left untouched)") from None
-        scratch.clear()
-        params = self._in_declared_order(decision.params)
-        stats = TimingStats.from_samples(decision.samples) if decision.samples else result.stats
-        locked_ms = old.median if old is not None else None
-        # "vs lock" is one comparison, named: the new winner against the locked winner timed beside it now
-        # (the number in the note), else the kept winner's samples now against the lock's median
-        side_by_side = decision.change_pct is not None and decision.action == "new"
-        self._record(k.label, Mode.TUNE, TUNE_STATUS[decision.action], params=params, time_ms=stats.median,
-                     change_pct=decision.change_pct if side_by_side else
-                     (stats.median - locked_ms) / locked_ms * 100.0 if locked_ms else None, locked_ms=locked_ms,
-                     change_kind="a/b" if side_by_side else "lock",
-                     evaluations=result.evaluations, budget=total or s.budget_text,
-                     strategy=result.strategy["name"], failures=result.failures,
-                     failure_examples=first_failures(result.history),
-                     spills=spills(result.history, result.measurement),
-                     compile_ahead=compile_ahead_summary(result.history),
-                     best_so_far=[None if x != x else float(x) for x in result.history.best_so_far()],
-                     resumed=len(cached), stop_reason=result.history.stop_reason,
-                     note=decision.message if decision.action != "first" else (warm.note() if warm else ""),
-                     message=decision.message, lockfile=str(path), lock_written=decision.write,
-                     device=device.model, new_lockfile_beside=others if decision.write else [])
-        outputs = (result.outputs if decision.params == result.params  # the kept winner's own, fresh outputs
-                   else evaluate_once(runner, decision.params, keep_outputs=True).extra.get("outputs"))
-        return KernelResult(k.label, "tune", params, stats, outputs, result.history, None, entry)
+        return entry, others
 
     # -- gate ---------------------------------------------------------------------------
     def _gate(self, k: KernelCall, entry: LockEntry, runner: Any, path: Path,
