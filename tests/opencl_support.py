@@ -43,7 +43,7 @@ def pairs_expected(a: np.ndarray) -> np.ndarray:
 @functools.lru_cache(maxsize=None)
 def probed() -> dict[str, str | None]:
     """Each OpenCL platform with devices: ``None`` when one of them builds and runs a kernel, else why not
-    (empty without PyOpenCL or a runtime). A PoCL that cannot build here (issue 24) is no platform."""
+    (empty without PyOpenCL or a runtime). A PoCL that cannot build a kernel here is no platform."""
     try:
         import pyopencl as cl
     except ImportError:

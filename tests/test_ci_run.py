@@ -1,4 +1,4 @@
-""".ci/run provides a CPU OpenCL device that builds (issue 24): after installing it asks ``pytest-autotune
+""".ci/run provides a CPU OpenCL device that builds: after installing it asks ``pytest-autotune
 devices``; only when no OpenCL device builds does it install Debian's PoCL and check again. Run here with
 stand-ins for python, pytest-autotune, apt-get and id (nothing is installed)."""
 from __future__ import annotations

@@ -227,7 +227,7 @@ def test_python_dash_m_entry_point(lockdir):
     assert read_lockfile(path) is not None
 
 
-# --------------------------------------------------------------------------- devices (issue 24)
+# --------------------------------------------------------------------------- devices: runners, lockfiles, builds
 
 
 def test_devices_lists_each_runners_devices_and_lockfiles(pocl, tmp_path, capsys) -> None:

@@ -116,7 +116,8 @@ def test_sample_option_limits_the_configurations(project):
 
 
 def test_restriction_against_the_opt_in_limit_fails_naming_the_static_limit(project):
-    """The mistake of issue 16: static tiles bounded by max_shared_memory_per_block (227 KiB on sm_90)."""
+    """Static tiles bounded by max_shared_memory_per_block (the 227 KiB opt-in limit on sm_90) instead of the static
+    limit: the configurations that cannot compile fail the test, naming max_static_shared_memory_per_block."""
     write_test(project, "max_shared_memory_per_block")
     result = project.runpytest(*INNER_ARGS, "--autotune-compile=sm_90")
     result.assert_outcomes(failed=1)

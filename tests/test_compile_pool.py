@@ -535,7 +535,8 @@ def unloadable_libraries(monkeypatch, tmp_path):
 
 @needs_gcc
 def test_an_artefact_that_does_not_load_is_a_visible_fallback_in_the_report(project: pytest.Pytester) -> None:
-    """Issue 25: a compiled-ahead artefact the device stage cannot load was recompiled silently, with a load time."""
+    """A compiled-ahead artefact the device stage cannot load is recompiled inline and reported as a fallback, not
+    recompiled silently with a load time."""
     project.makeconftest(BROKEN_ARTEFACTS)
     report = project.path / "report.json"
     result = project.runpytest(*INNER, "--autotune", "--autotune-compile-workers=2",

@@ -1,4 +1,4 @@
-"""Device identity that survives a driver change (issue 24): OpenCL lockfiles are named by platform vendor
+"""Device identity that survives a driver change: OpenCL lockfiles are named by platform vendor
 family + hardware, older names are still found, CPU entries record their generation, the gate notes another
 one, and a new lockfile beside others of its kind is announced."""
 from __future__ import annotations

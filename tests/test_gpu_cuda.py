@@ -1,7 +1,7 @@
 """The CUDA path on a real GPU (CuPy runner, NVRTC compile stage): skipped without a device, failed instead with
 ``AUTOTUNE_REQUIRE_GPU=1`` (the device check, ``tools/gpu_check.sh``, runs them so).
 
-Written for an H100/H200 with cupy-cuda13x 14.2 and NVRTC 13; none has run on a GPU yet (issue 25). What each
+Written for an H100/H200 with cupy-cuda13x 14.2 and NVRTC 13; none has run on a GPU yet. What each
 proves: the gate passes an unchanged kernel and fails one made much slower; the compile pool's NVRTC cubins are
 what the CuPy device stage loads (no fallback); a resource violation is caught before any launch; an illegal
 address is isolated (the worker is replaced, the search goes on); CUDA event timing agrees with the wall clock.

@@ -1,4 +1,5 @@
-"""Issue 27, item 2: the local headers a kernel includes are part of the kernel."""
+"""The local headers a kernel includes are part of the kernel: found on its include path, and an edit of one
+changes the kernel's fingerprint and its build cache keys like an edit of its source."""
 from __future__ import annotations
 
 import shutil

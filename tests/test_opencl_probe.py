@@ -1,4 +1,4 @@
-"""A device that cannot build is no device (issue 24): the probe, the choice it steers, and what a user on a
+"""A device that cannot build is no device: the probe, the choice it steers, and what a user on a
 host where PyOpenCL's bundled PoCL fails every build (Zen 5: ``unknown target CPU 'generic'``) reads.
 
 The Zen 5 failure is reproduced with a stand-in: a fake ``cl`` module (unit tests), or the real PoCL whose
@@ -19,7 +19,7 @@ from pytest_autotune.errors import BackendUnavailable
 from pytest_autotune.backends import opencl_device
 from pytest_autotune.backends.opencl_device import probe_device, select_device
 
-# What PyOpenCL raises on a Zen 5 host for every program PoCL 3.0-rc2 / LLVM 14 builds (issue 24).
+# What PyOpenCL raises on a Zen 5 host for every program PoCL 3.0-rc2 / LLVM 14 builds.
 POCL_ZEN5 = ("clBuildProgram failed: BUILD_PROGRAM_FAILURE - clBuildProgram failed: BUILD_PROGRAM_FAILURE - "
              "clBuildProgram failed: BUILD_PROGRAM_FAILURE\n\nBuild on <pyopencl.Device 'pthread-AMD EPYC' on "
              "'Portable Computing Language' at 0x55d0c4b0a2c0>:\n\nerror: unknown target CPU 'generic'\n"

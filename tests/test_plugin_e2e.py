@@ -295,7 +295,7 @@ def test_tune_lock_gate_regression_and_faster(project: pytest.Pytester) -> None:
     assert {u["params"]["UNROLL"] for u in ups} | {entry["params"]["UNROLL"]} == {1, 2, 4}
     assert [u["median"] for u in ups] == sorted(u["median"] for u in ups)
     assert all(len(u["samples"]) >= 7 for u in ups)
-    # issue 27: every median names its kind; a re-timed runner-up's median is its re-timed samples' median
+    # every median names its kind; a re-timed runner-up's median is its re-timed samples' median
     assert entry["stats_kind"] == "re-timed" and all(u["median_kind"] in ("re-timed", "search") for u in ups)
     assert all(u["median"] == pytest.approx(float(np.median(u["samples"])), rel=1e-3)
                for u in ups if u["median_kind"] == "re-timed")
@@ -342,7 +342,7 @@ def test_tune_lock_gate_regression_and_faster(project: pytest.Pytester) -> None:
     assert path.read_bytes() == locked_bytes
 
     # 3b. Every configuration doing 4x the work (32 repeats), source and arguments' shapes unchanged: what a
-    # toolchain, header, flag or environment regression looks like. Issue 27: the runner-up slowing alike no
+    # toolchain, header, flag or environment regression looks like. The runner-up slowing alike no
     # longer excuses it, and this machine (the lock's) explains far less than 4x: a regression naming both.
     (project.path / "work.txt").write_text("32 0 0 0")
     result = run(project)
@@ -789,8 +789,8 @@ def test_pnpoly(autotune):
     entry = lock["entries"]["test_pnpoly.py::test_pnpoly::pnpoly_RTX_3090"]
     assert entry["evaluations"]["total"] == 25 and entry["strategy"]["seed"] == 7
     run(project).assert_outcomes(passed=1)
-    # Every configuration 20 % slower: the runner-up slowing alike no longer excuses it (issue 27: that is
-    # what a toolchain or driver regression looks like), and a recording has no machine probes to explain it.
+    # Every configuration 20 % slower: the runner-up slowing alike no longer excuses it (that is what a
+    # toolchain or driver regression looks like), and a recording has no machine probes to explain it.
     (project.path / "scale.txt").write_text("1.2")
     result = run(project)
     result.assert_outcomes(failed=1)
@@ -1161,7 +1161,7 @@ def test_prune_removes_entries_of_tests_that_no_longer_exist(project: pytest.Pyt
         return subprocess.run([sys.executable, "-m", "pytest_autotune", "prune", *args], cwd=project.path,
                               capture_output=True, text=True, timeout=300)
 
-    # issue 27: a renamed test (same kernel, same search space, no entry of its own) is re-keyed, not removed
+    # a renamed test (same kernel, same search space, no entry of its own) is re-keyed, not removed
     dry = prune("--dry-run")
     assert dry.returncode == 0, dry.stdout + dry.stderr
     assert ("would re-key test_other.py::test_renamed_later::ordered -> test_other.py::test_new_name::ordered"
@@ -1386,7 +1386,7 @@ def test_gpu_tests_fail_instead_of_skipping_when_a_gpu_is_required(pytester: pyt
     result.assert_outcomes(**outcome)
     result.stdout.fnmatch_lines([line])
 # ---------------------------------------------------------------------------------------------
-# Issue 27: regressions that are not edits of the kernel file
+# Regressions that are not edits of the kernel file (headers, flags, environment, toolchain) are still caught
 # ---------------------------------------------------------------------------------------------
 HEADER_WORK_C = r"""
 #include "tile.h"
@@ -1519,7 +1519,7 @@ def test_vadd(autotune):
 
 def test_gpu_entries_record_device_probes_through_the_kernels_runner(project: pytest.Pytester,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 27: a device stream and an FMA chain, through the same runner factory (the CUDA stand-in here),
+    """A device stream and an FMA chain, through the same runner factory (the CUDA stand-in here),
     recorded with the entry and measured again by the gate, round by round, when the kernel reads slower."""
     import sys
 

@@ -433,7 +433,7 @@ def test_progress_is_quiet_with_q_and_on_xdist_workers(verbosity: int, worker: b
 
 
 def test_at_80_columns_a_node_id_is_cut_in_its_middle_never_in_the_test_name() -> None:
-    """Issue 27: three tests ending in ``_matmul`` must not all read ``…_matmul::matmul`` in a CI log."""
+    """Three tests ending in ``_matmul`` must not all read ``…_matmul::matmul`` in a CI log."""
     tests = ["tests/test_cpu_kernels.py::test_blocked_matmul", "tests/test_cpu_kernels.py::test_naive_matmul",
              "tests/gpu/test_gpu_kernels.py::test_tiled_matmul"]
     rows = [{**ROWS[1], "test": t, "kernel": "matmul", "status": "pass", "note": "changed since lock: tile.h"}
@@ -447,7 +447,7 @@ def test_at_80_columns_a_node_id_is_cut_in_its_middle_never_in_the_test_name() -
 
 
 def test_vs_lock_says_which_comparison_it_is() -> None:
-    """Issue 27: an A/B change (locked source beside the edit) is marked; a change against the lock's median is not."""
+    """An A/B change (locked source beside the edit) is marked; a change against the lock's median is not."""
     rows = [{**ROWS[1], "test": "t.py::a", "change_pct": -4.9, "change_kind": "a/b"},
             {**ROWS[1], "test": "t.py::b", "change_pct": 23.0, "change_kind": "lock"}]
     cells = table_rows(rows)

@@ -1,6 +1,6 @@
 """The CUDA runners against stand-ins that behave like CuPy 14 and PyCUDA (tests/fake_cuda.py).
 
-Each test here failed before the fix it names (issue 16, section 1): the
+Each test here failed before the fix it names: the
 runners' handling of shared memory opt-in, PyCUDA's error texts, missing
 NVRTC, Nsight Compute's kernel lookup, PyCUDA's context on a failed set-up,
 nvcc's remarks, PyCUDA's argument codes and CuPy's module memo.
@@ -104,7 +104,8 @@ def test_what_the_compile_stage_learnt_goes_into_the_measurement(fake_backend, t
                                           (None, "CUDA_ERROR_FILE_NOT_FOUND")])
 def test_a_cubin_the_driver_refuses_is_compiled_inline_and_marked_as_a_fallback(fake_backend, tmp_path, cubin,
                                                                                 error):
-    """Issue 25: the CuPy runner silently recompiled and the record still had a load time."""
+    """A cubin the driver refuses is compiled inline and marked as a fallback, with no load time; the CuPy runner
+    used to recompile it silently and still record a load time."""
     import fake_cuda
     from pytest_autotune.execution.compile_pool import CompiledArtefact
 
@@ -230,7 +231,7 @@ def test_profile_job_finds_kernels_without_extern_c(tmp_path, monkeypatch):
     assert json.loads(job.read_text())["default_shared_mem"] == 48 * KIB
 
 
-# -- the device record's versions (issue 25) ---------------------------------------------------------------
+# -- the device record's versions: the installed runtime and NVRTC, not CuPy's build ----------------------
 
 
 @pytest.mark.parametrize("fake_backend", ["cupy"], indirect=True)

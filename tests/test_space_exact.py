@@ -1,4 +1,4 @@
-"""Exact integers: restrictions follow Python's integer semantics at any size (issue 17, item 4).
+"""Exact integers: restrictions follow Python's integer semantics at any size.
 
 The engine evaluates restrictions on int64 arrays where interval analysis over
 the parameters' values proves that nothing can overflow, and with Python
@@ -65,7 +65,7 @@ def engine_valid(params: dict, restrictions: list[str]) -> set[tuple]:
     return {space.tuple(r) for r in range(len(space))}
 
 
-# -- the issue's examples ---------------------------------------------------------------------------
+# -- values and products beyond int64 ---------------------------------------------------------------
 
 def test_products_beyond_int64_do_not_wrap():
     values = [2**31, 2**32, 2**33]

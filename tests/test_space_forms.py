@@ -1,4 +1,4 @@
-"""Restriction forms people bring from Kernel Tuner and pyATF (issue 17, items 1-3 and 5).
+"""Restriction forms people bring from Kernel Tuner and pyATF are accepted and read as written.
 
 Each form is checked against Python's own evaluation of the same rule over the
 Cartesian product, so a form that is accepted but misread fails here.

@@ -1,4 +1,4 @@
-"""Search-space construction in bounded memory (issue 36, finding 6).
+"""Search-space construction in bounded memory.
 
 A large constrained space used to exhaust a CI runner's memory at
 collection: 4 parameters of 100 values and two binary ones (4e8

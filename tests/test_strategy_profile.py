@@ -432,7 +432,7 @@ def test_ncu_command_construction():
     assert flags["--print-units"] == "base" and flags["--launch-count"] == "1"
     assert flags["--kernel-name-base"] == "function" and flags["--kernel-name"] == "regex:^(.*::)?matmul$"
     assert flags["--target-processes"] == "all" and flags["--log-file"] == "/tmp/job/ncu.csv"
-    assert flags["--clock-control"] == "none"  # profile at the clocks the tuner timed with (issue 25)
+    assert flags["--clock-control"] == "none"  # profile at the clocks the tuner timed with
     with pytest.raises(ValueError, match="characters"):
         ncu_mod.ncu_command("s.py", "j.json", ["a__b.sum --export x"], kernel_name="k")
     with pytest.raises(ValueError, match="at least one"):

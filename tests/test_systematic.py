@@ -1,4 +1,4 @@
-"""Failures that do not depend on the parameters stop the tune early (issue 24): a syntax error costs a few
+"""Failures that do not depend on the parameters stop the tune early: a syntax error costs a few
 compiles, not the budget; failures confined to part of the space never stop it."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Adding a backend is one module and one registration (issue 37): a toy backend defined outside the package,
+"""Adding a backend is one module and one registration: a toy backend defined outside the package,
 in the inner project below, is registered from its conftest and tuned, locked, looked up and gated end to end.
 
 The toy "kernel language" is a Python expression of the parameters in a ``.toy`` file; its runner evaluates

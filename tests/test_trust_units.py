@@ -315,7 +315,7 @@ def _probes(bandwidth_ms: float, compute_ms: float, n: int = 20, spread: float =
 
 
 def test_a_machine_difference_corrects_the_verdict_it_does_not_veto_it() -> None:
-    # Issue 27: the lock's machine, then this one with 18 % less memory bandwidth (a busy neighbour) in
+    # The lock's machine, then this one with 18 % less memory bandwidth (a busy neighbour) in
     # every round: no round is like-for-like, so each is corrected by the most the machine explains
     entry = {**LOCKED, "machine": _probes(1.0, 1.0)}
     here = _probes(1.18, 1.0)
@@ -500,7 +500,7 @@ def test_a_machine_unlike_the_locks_is_not_comparable() -> None:
 
 
 def test_the_report_says_what_the_compiler_said_about_spills() -> None:
-    """Issue 16: spills recorded by the NVRTC stage reach the report (the winner's bytes, how many spilled)."""
+    """Spills recorded by the NVRTC stage reach the report (the winner's bytes, how many spilled)."""
     from pytest_autotune.engine.evaluator import EvaluationRecord, SearchHistory
     from pytest_autotune.engine.tuner import spills
 

@@ -1,4 +1,4 @@
-"""Bounded workers (issue 36, finding 7): a kernel must not flood the log, outlive the run or take the
+"""Bounded workers: a kernel must not flood the log, outlive the run or take the
 machine's memory. Real C kernels (gcc, ctypes) run in the isolated worker."""
 from __future__ import annotations
 
