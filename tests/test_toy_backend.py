@@ -17,7 +17,7 @@ import pytest
 from pytest_autotune.backends import registry
 from pytest_autotune.lock.lookup import clear_cache, locked_params
 
-from test_plugin_e2e import INNER_ARGS, summary_rows
+from test_plugin_e2e import INNER_ARGS, run_report
 
 TOY_BACKEND = '''
 """A toy backend: the kernel is a Python expression of the parameters, its value the time in ms."""
@@ -109,9 +109,10 @@ def toy_project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> p
 
 def test_a_backend_registered_from_outside_tunes_locks_and_gates(toy_project: pytest.Pytester) -> None:
     # 1. --autotune: the toy backend runs the .toy kernel; the winner is locked in the toy device's lockfile
-    result = toy_project.runpytest(*INNER_ARGS, "--autotune")
+    result, rows = run_report(toy_project, "--autotune")  # INNER_ARGS, and the JSON report's rows
     result.assert_outcomes(passed=1)
-    assert summary_rows(result)["test_toy.py::test_toy::cost"][1:3] == ["tune", "first lock"]
+    (row,) = rows.values()
+    assert list(rows) == ["test_toy.py::test_toy::cost"] and (row["mode"], row["status"]) == ("tune", "first lock")
     files = sorted((toy_project.path / "autotune.lock").glob("*.json"))
     assert [f.name for f in files] == ["toy-device-1.json"]
     lock = json.loads(files[0].read_text())
@@ -121,9 +122,10 @@ def test_a_backend_registered_from_outside_tunes_locks_and_gates(toy_project: py
     assert registry.get("toy") is None  # the inner session's conftest unregistered it
 
     # 2. plain pytest: the gate re-times the locked configuration and passes
-    result = toy_project.runpytest(*INNER_ARGS)
+    result, rows = run_report(toy_project)
     result.assert_outcomes(passed=1)
-    assert summary_rows(result)["test_toy.py::test_toy::cost"][1:3] == ["gate", "pass"]
+    row = rows["test_toy.py::test_toy::cost"]
+    assert (row["mode"], row["status"]) == ("gate", "pass")
 
     # 3. the locked configuration alone 4x slower: a regression
     (toy_project.path / "slow.txt").write_text("48 4")
