@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,9 @@ with contextlib.suppress(ImportError):
     import pyopencl  # noqa: F401
 
 REPO = Path(__file__).resolve().parent
+# The tests live in folders that mirror the package (tests/lock/, tests/gate/, ...); their shared helpers
+# (fake_cuda, opencl_support, strategy_fixtures, triton_support) and data stay in tests/ itself.
+sys.path.insert(0, str(REPO / "tests"))
 
 
 @functools.lru_cache(maxsize=1)

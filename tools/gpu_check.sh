@@ -79,7 +79,7 @@ cat "$OUT/env.txt" | cut -c1-200 | head -n 30
 
 # 3. the suite's gpu-marked tests (CuPy; PyCUDA's in step 9), failing without a device
 pstep gpu_tests 150 -m gpu -k "not pycuda" --junitxml="$W/gpu_tests.xml" \
-  tests/test_gpu_cuda.py tests/test_runner_cuda.py tests/test_compile_pool.py
+  tests/backends/test_gpu_cuda.py tests/backends/test_runner_cuda.py tests/execution/test_compile_pool.py
 
 # 4-6. the example project's CUDA kernels: tune (CuPy runner, NVRTC compile workers), gate, compile-check
 cd "$ROOT/example_project"; export PYTHONPATH=$ROOT/example_project/src${PYTHONPATH:+:$PYTHONPATH}
@@ -101,7 +101,7 @@ if ls "$WHEELS"/pycuda-*.whl >/dev/null 2>&1; then
      >"$W/pycuda_install.log" 2>&1; then
     echo '{"wheels": true, "installed": true}' >"$W/pycuda.json"
     PYTHONPATH=$W/site:$PYTHONPATH pstep pycuda 60 -m gpu -k pycuda --junitxml="$W/pycuda_tests.xml" \
-      tests/test_runner_cuda.py
+      tests/backends/test_runner_cuda.py
   else
     printf '{"wheels": true, "installed": false, "error": %s}\n' \
       "$($PY -c 'import json,sys; print(json.dumps(open(sys.argv[1]).read()[-400:]))' "$W/pycuda_install.log")" \
@@ -112,7 +112,7 @@ else
 fi
 
 # 9. NVRTC compiles of the installed NVRTC (no device needed): last, the first to give way to the deadline
-pstep nvrtc_tests 150 $XD --junitxml="$W/nvrtc_tests.xml" tests/test_nvrtc_compile.py tests/test_compile_mode_e2e.py
+pstep nvrtc_tests 150 $XD --junitxml="$W/nvrtc_tests.xml" tests/backends/test_nvrtc_compile.py tests/lifecycle/test_compile_mode_e2e.py
 
 { echo "### gpu_check summary ($(date -u +%FT%TZ), $((SECONDS - T0)) s)"
   $PY tools/gpu_check.py summary "$W" || echo "VERDICT summary: FAILED (tools/gpu_check.py summary crashed)"

@@ -6,7 +6,7 @@ CUDA C++ Programming Guide, "Compute Capabilities", table "Technical
 Specifications per Compute Capability" (CUDA 12.9 edition; the same rows in
 the CUDA 13 edition), cited in the comments as [TS] with the row name, or
 from ptxas itself, cited as [ptxas] (what NVRTC 12.9 and 13.0 report for that
-``--gpu-architecture``, checked in ``tests/test_nvrtc_compile.py`` for every
+``--gpu-architecture``, checked in ``tests/backends/test_nvrtc_compile.py`` for every
 architecture of this table the installed NVRTC targets), or from CCCL's
 ``libcudacxx/include/cuda/__device/arch_traits.h`` (``cuda::arch::traits``,
 CCCL 3.x), cited as [CCCL] with the field: ``max_shared_memory_per_multiprocessor``

@@ -27,7 +27,7 @@ from .settings import (DEVICE_CONSTANTS, INCOMPARABLE_POLICIES, MARKER_ARGS, MIS
                        TuneSettings, parse_marker)
 
 # The first line: what the pytest glue needs of the layers below to read its options, through this one door
-# (tests/test_architecture.py checks that the glue imports nothing else from below).
+# (tests/project/test_architecture.py checks that the glue imports nothing else from below).
 __all__ = ["Budget", "check_memory_limit", "parse_size", "parse_compile_workers", "use_interpreter_without_gpu",
            "DEFAULT_MAX_CONFIGURATIONS", "StrategyError", "validate_strategy_spec",
            "Action", "DEFAULT_SAMPLE", "DEVICE_CONSTANTS", "Host", "INCOMPARABLE_POLICIES", "KernelCall", "KernelLifecycle",

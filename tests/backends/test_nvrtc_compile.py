@@ -23,7 +23,7 @@ from pytest_autotune.backends.nvrtc import (arch_remedy, compile_configuration, 
                                            nvrtc_unavailable_reason, parse_ptxas_log)
 from pytest_autotune.space import SearchSpace
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "example_project"
 WHEELS_EXIST = sys.platform.startswith("linux") and platform.machine() in ("x86_64", "AMD64")
 NVRTC_MISSING = nvrtc_unavailable_reason()

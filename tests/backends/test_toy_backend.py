@@ -17,7 +17,7 @@ import pytest
 from pytest_autotune.backends import registry
 from pytest_autotune.lock.lookup import clear_cache, locked_params
 
-from test_plugin_e2e import INNER_ARGS, run_report
+from tests.plugin.test_plugin_e2e import INNER_ARGS, run_report
 
 TOY_BACKEND = '''
 """A toy backend: the kernel is a Python expression of the parameters, its value the time in ms."""

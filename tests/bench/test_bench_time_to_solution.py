@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks import bench_time_to_solution as bench  # noqa: E402
-from tests.test_datasets import write_json  # noqa: E402
+from tests.datasets.test_datasets import write_json  # noqa: E402
 
 
 def toy_cache(n: int = 12, offset: float = 0.0) -> dict:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks import bench_transfer  # noqa: E402
 from benchmarks.scoring import SpaceStats, score_run  # noqa: E402
 from pytest_autotune import datasets  # noqa: E402

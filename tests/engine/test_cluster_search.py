@@ -1,6 +1,6 @@
 """Search on several devices: no round waits for its slowest compile, and a wide batch's stand-ins are not results.
 
-One device keeps its composition (tests/test_cluster_simulation.py checks it
+One device keeps its composition (tests/simulation/test_cluster_simulation.py checks it
 row for row); these check what changes with D devices, and the stale walk's
 count of results, which any batch above 1 uses.
 """
@@ -127,7 +127,7 @@ def test_eight_devices_tune_a_compile_bound_space_several_times_faster(spaces_di
 
 def test_the_fleet_evaluator_tells_the_strategy_how_many_devices_measure():
     from pytest_autotune.engine.fleet import FleetEvaluator
-    from tests.test_cluster_simulation import FakeFleet
+    from tests.simulation.test_cluster_simulation import FakeFleet
 
     space = SearchSpace({"x": list(range(30))})
     strategy = make_strategy("auto", space, seed=1)

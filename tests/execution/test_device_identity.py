@@ -13,7 +13,7 @@ from pytest_autotune.lock.devices import cpu_generation_note, find_lockfile, rec
 from pytest_autotune.execution.device import DeviceInfo, cpu_signature
 from pytest_autotune.backends.opencl_device import device_identity, identity_model
 
-EXAMPLE_LOCKS = Path(__file__).resolve().parents[1] / "example_project" / "autotune.lock"
+EXAMPLE_LOCKS = Path(__file__).resolve().parents[2] / "example_project" / "autotune.lock"
 LEGACY_OPENCL = "opencl-portable-computing-language-pthread-amd-epyc.json"
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="the C runner needs gcc")
 

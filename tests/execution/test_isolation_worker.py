@@ -27,7 +27,7 @@ from pytest_autotune.execution.isolation import ExecutorRecipe, HostedRunner, Is
 
 needs_gcc = pytest.mark.skipif(not backend_available("c"), reason="needs gcc")
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_script(path: Path, timeout: float = 120) -> subprocess.CompletedProcess:

@@ -20,7 +20,7 @@ from pytest_autotune.runners import KernelSpec, backend_available, make_runner
 from pytest_autotune.execution.worker_bounds import OutputTap
 
 needs_gcc = pytest.mark.skipif(not backend_available("c"), reason="needs gcc")
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 QUICK = {"min_iterations": 1, "max_iterations": 1, "warmup": 0}  # two calls: verification and one timed run
 
 KERNEL = r"""

@@ -12,7 +12,7 @@ import pytest
 from pytest_autotune.cli import EXIT_ERROR, EXIT_OK, main
 from pytest_autotune.lock.lockfile import merge_entries, read_lockfile
 
-DATA = Path(__file__).parent / "data" / "export"
+DATA = Path(__file__).resolve().parents[1] / "data" / "export"
 LOCK = DATA / "lock"  # two GPUs; matmul tuned for two sizes on one, one size on the other; a size-less kernel
 GOLDEN = {
     "all.h": ["--format", "header"],

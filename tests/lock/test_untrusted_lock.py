@@ -383,7 +383,7 @@ def test_plain_pytest_never_builds_what_a_tampered_lock_says(pytester: pytest.Py
 from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-REAL_LOCK = Path(__file__).resolve().parent.parent / "example_project" / "autotune.lock" / "cpu-amd-epyc.json"
+REAL_LOCK = Path(__file__).resolve().parents[2] / "example_project" / "autotune.lock" / "cpu-amd-epyc.json"
 MATMUL_SPACE = {"BLOCK_I": [8, 16, 32, 64, 128, 192], "BLOCK_J": [8, 16, 32, 64, 128, 192],
                 "BLOCK_K": [8, 16, 32, 64], "LOOP_ORDER": ["ijk", "ikj", "jik", "jki", "kij", "kji"],
                 "UNROLL": [1, 2, 4, 8]}

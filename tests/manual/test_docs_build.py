@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("docs_hooks_tables", ROOT / "docs" / "hooks" / "tables.py")
 tables = importlib.util.module_from_spec(_spec)  # docs/hooks/tables.py, the MkDocs hook
 _spec.loader.exec_module(tables)

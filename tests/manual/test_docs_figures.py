@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 _spec = importlib.util.spec_from_file_location("docs_hooks_figures", DOCS / "hooks" / "figures.py")
 figures = importlib.util.module_from_spec(_spec)

@@ -21,7 +21,7 @@ from pytest_autotune.lifecycle.settings import MARKER_ARGS
 from pytest_autotune.runners import opencl_device
 from pytest_autotune.execution.device import _CUDA_CONSTANT_KEYS, DeviceInfo, cpu_constants
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 REFERENCE = DOCS / "reference"
 README = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 BLOCK = re.compile(r"((?:^<!--\s*(?:run|file)\b[^>]*-->\s*\n)+)^```[\w+-]*\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
 DIRECTIVE = re.compile(r"<!--\s*(run|file)\s*(?::\s*(.*?))?\s*-->")

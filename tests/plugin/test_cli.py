@@ -267,7 +267,7 @@ def test_devices_names_a_lockfile_under_its_older_name(tmp_path, capsys, monkeyp
     from test_opencl_probe import FakeCL, device
 
     legacy = "opencl-portable-computing-language-pthread-amd-epyc.json"
-    shutil.copy(Path(__file__).resolve().parents[1] / "example_project" / "autotune.lock" / legacy, tmp_path)
+    shutil.copy(Path(__file__).resolve().parents[2] / "example_project" / "autotune.lock" / legacy, tmp_path)
     monkeypatch.setattr(opencl_device, "_probed", {})
     monkeypatch.setattr(cli, "_pyopencl", lambda: FakeCL(device("pthread-skylake-avx512-AMD EPYC", fails=False)))
     assert main(["devices", "--lockdir", str(tmp_path)]) == 0

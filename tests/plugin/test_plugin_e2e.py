@@ -1405,7 +1405,7 @@ def test_gpu_tests_fail_instead_of_skipping_when_a_gpu_is_required(pytester: pyt
                                                                    device: str | None, outcome: dict,
                                                                    line: str) -> None:
     """The repository's conftest.py, with the device probe's answer fixed (no device: as on a broken GPU runner)."""
-    conftest = (Path(__file__).resolve().parent.parent / "conftest.py").read_text()
+    conftest = (Path(__file__).resolve().parents[2] / "conftest.py").read_text()
     pytester.makeconftest(conftest + f'\n\ndef cuda_device_reason():\n    return {device!r}\n')
     pytester.makeini("[pytest]\nmarkers =\n    gpu: needs a CUDA device\n")
     pytester.makepyfile(test_gpu=GPU_MARKED_TEST)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "pytest_autotune"
+PACKAGE = Path(__file__).resolve().parents[2] / "pytest_autotune"
 
 # Lower layers never import higher ones; each top-level module or subpackage has one layer.
 LAYERS = {

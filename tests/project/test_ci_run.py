@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-CI_RUN = Path(__file__).resolve().parents[1] / ".ci" / "run"
+CI_RUN = Path(__file__).resolve().parents[2] / ".ci" / "run"
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 
 

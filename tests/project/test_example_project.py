@@ -19,7 +19,7 @@ import opencl_support
 import pytest
 import triton_support
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "example_project"
+EXAMPLE = Path(__file__).resolve().parents[2] / "example_project"
 
 
 def _run(cwd: Path, *args: str) -> subprocess.CompletedProcess:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 LIMIT_BYTES = 20 * 1000 * 1000  # 20 MB for the whole tracked tree
 FILE_LIMIT_BYTES = 1000 * 1000  # no single tracked file over 1 MB
 

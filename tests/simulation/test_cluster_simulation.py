@@ -21,12 +21,12 @@ from pytest_autotune.simulation import Pipeline, simulate_fleet_search, simulate
 from pytest_autotune.simulation.replay import ReplayRunner
 from pytest_autotune.space import SearchSpace
 from pytest_autotune.strategies import make_strategy
-from tests.test_simulate import Fixed, tiny_space
+from tests.simulation.test_simulate import Fixed, tiny_space
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks import bench_time_to_solution as bench  # noqa: E402
-from tests.test_bench_time_to_solution import toy_cache  # noqa: E402
-from tests.test_datasets import write_json  # noqa: E402
+from tests.bench.test_bench_time_to_solution import toy_cache  # noqa: E402
+from tests.datasets.test_datasets import write_json  # noqa: E402
 
 # -- the simulated clock with D devices -------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from pytest_autotune.errors import SpecError
 from pytest_autotune.simulation.replay import ReplayRunner
 from pytest_autotune.simulation import Charge, CostModel, Pipeline, replay_sequence, simulate_search
 from pytest_autotune.strategies.base import Strategy
-from tests.test_datasets import kt_doc, ktt_doc, make_t4_tree, t4_doc, write_json
+from tests.datasets.test_datasets import kt_doc, ktt_doc, make_t4_tree, t4_doc, write_json
 
 # -- reading the costs of each format ------------------------------------------------------------------------
 

@@ -114,7 +114,7 @@ def test_int64_edge_values_without_overflow_stay_on_the_fast_path():
     assert [c["x"] for c in SearchSpace({"x": [2**62, 2**62 + 1]}, ["x * 1.0 == x"])] == [2**62]
 
 
-SPACES = Path(os.environ.get("AUTOTUNE_SPACES", Path(__file__).resolve().parents[2] / "shared" / "data" / "spaces"))
+SPACES = Path(os.environ.get("AUTOTUNE_SPACES", Path(__file__).resolve().parents[3] / "shared" / "data" / "spaces"))
 
 
 def test_usual_spaces_never_take_the_exact_path():

@@ -19,7 +19,7 @@ import pytest
 from benchmarks.anchors import GEMM_RESTRICTIONS  # the data README's CLBlast GEMM restrictions
 from pytest_autotune.space import SearchSpace, literal_values
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SPACES = Path(os.environ.get("AUTOTUNE_SPACES", REPO.parent / "shared" / "data" / "spaces"))
 
 

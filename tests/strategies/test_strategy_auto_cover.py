@@ -21,7 +21,7 @@ from pytest_autotune.strategies.registry import make_strategy
 from strategy_fixtures import measured
 
 ORDERS = ["ijk", "ikj", "jik", "jki", "kij", "kji"]
-MATMUL = Path(__file__).resolve().parents[1] / "benchmarks" / "spaces" / "kerneltuner" / "matmul_cpu_amd-epyc.json.gz"
+MATMUL = Path(__file__).resolve().parents[2] / "benchmarks" / "spaces" / "kerneltuner" / "matmul_cpu_amd-epyc.json.gz"
 
 
 def loop_order_space() -> tuple[SearchSpace, object]:

@@ -26,7 +26,7 @@ from pytest_autotune.strategies.registry import make_strategy, validate_strategy
 from pytest_autotune.strategies.simple import RandomSearch
 from pytest_autotune.engine.tuner import TuneError, tune
 
-KTT_2080 = (Path(__file__).resolve().parents[2] / "shared" / "data" / "spaces" / "ktt"
+KTT_2080 = (Path(__file__).resolve().parents[3] / "shared" / "data" / "spaces" / "ktt"
             / "KTConvolutionOutput_2080Ti.json.gz")
 
 
