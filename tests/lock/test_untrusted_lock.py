@@ -309,7 +309,7 @@ import pytest
 N = 1 << 12
 
 
-@pytest.mark.tune(params={"CHUNK": [64, 4096]}, strategy="brute_force", tolerance=0.5,
+@pytest.mark.tune(params={"CHUNK": [64, 4096]}, strategy="brute_force", tolerance=5.0,
                   measure={"warmup": 1, "min_iterations": 3, "max_iterations": 5})
 def test_scale(autotune):
     a = np.linspace(0, 1, N, dtype=np.float32)
@@ -317,6 +317,8 @@ def test_scale(autotune):
                     expected=[2 * a, None, None])
 '''
 
+# a 2 us kernel on a shared 2-core runner: the gate steps here are about refusals, not timing, so only a >6x
+# slowdown would fail the final, honest gate (tolerance 5.0)
 INNER = ("-p", "no:benchmark", "-p", "no:unraisableexception", "-p", "no:hypothesispytest", "-p", "no:cacheprovider")
 
 
