@@ -1514,10 +1514,13 @@ def test_a_toolchain_change_is_named_and_judged_beyond_the_machine(project: pyte
 
 @needs_gcc
 def test_an_entry_is_found_after_a_test_rename_and_re_keyed_by_autotune(project: pytest.Pytester) -> None:
+    # about finding and re-keying the entry, not timing: a 0.1 ms kernel beside the other xdist worker read
+    # +114 % (the neighbour the probes do not see), so this gate allows 6x (the tolerance is not in the space hash)
+    lenient = SOURCE_WORK_TEST.replace('strategy="brute_force")', 'strategy="brute_force", tolerance=5.0)')
     project.makefile(".c", swork=SOURCE_WORK_C)
-    project.makepyfile(test_swork=SOURCE_WORK_TEST)
+    project.makepyfile(test_swork=lenient)
     run(project, "--autotune").assert_outcomes(passed=1)
-    project.makepyfile(test_swork=SOURCE_WORK_TEST.replace("def test_swork(", "def test_swork_tiled("))
+    project.makepyfile(test_swork=lenient.replace("def test_swork(", "def test_swork_tiled("))
     result = run(project, "--autotune-report=r.json")
     result.assert_outcomes(passed=1)
     assert "NOT GATED" not in result.stdout.str()
