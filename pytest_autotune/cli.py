@@ -277,7 +277,7 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_prune(args: argparse.Namespace, out: TextIO) -> int:
-    from .plugin.prune import PruneError, collect, find_orphans, find_renames, orphaned_sources, prune, rekey
+    from .plugin.prune import PruneError, collect, find_orphans, find_renames, orphaned_sources, rekey, remove_orphans
 
     try:
         found = collect(args.pytest_args)
@@ -302,7 +302,7 @@ def cmd_prune(args: argparse.Namespace, out: TextIO) -> int:
     for source in sources:
         out.write(f"{verb} {source}  (a kernel source no entry uses)\n")
     if not args.dry_run:
-        prune(orphans, sources)
+        remove_orphans(orphans, sources)
     out.write(f"pytest-autotune prune: {len(orphans)} entr{'y' if len(orphans) == 1 else 'ies'} "
               f"{'would be removed (dry run: nothing written)' if args.dry_run else 'removed'}\n")
     return EXIT_OK

@@ -149,18 +149,8 @@ def _check_params(value: Any, where: str) -> None:
             raise InvalidField(_join(where, name), f"must be a number, string or boolean, got {describe_value(v)}")
 
 
-def _check_text(entry: dict[str, Any], name: str, pattern: "re.Pattern[str] | None" = None, what: str = "") -> None:
-    if name not in entry:
-        return
-    value = entry[name]
-    if not isinstance(value, str) or len(value) > MAX_TEXT:
-        raise InvalidField(name, f"must be a string, got {describe_value(value)}")
-    if pattern is not None and not pattern.match(value):
-        raise InvalidField(name, f"= {describe_value(value)} is not {what}")
-
-
 def _check_str(entry: dict[str, Any], name: str) -> None:
-    if name in entry and not isinstance(entry[name], str):
+    if name in entry and (not isinstance(entry[name], str) or len(entry[name]) > MAX_TEXT):
         raise InvalidField(name, f"must be a string, got {describe_value(entry[name])}")
 
 
@@ -190,7 +180,7 @@ def _check_source_fields(out: dict[str, Any]) -> None:
             if not is_stored_name(stored):
                 raise InvalidField(_join("headers", name), f"= {describe_value(stored)} is not a stored source's name "
                                                        "(sources/<digest>.<ext>)")
-    _check_text(out, "kernel_name")
+    _check_str(out, "kernel_name")
     if "compiler_options" in out:
         options = out["compiler_options"]
         if not isinstance(options, list) or not all(isinstance(o, str) and len(o) <= MAX_TEXT for o in options):

@@ -22,8 +22,6 @@ from ..errors import AutotuneError
 from ..lifecycle import Collected, Orphan, Rename, find_orphans, find_renames, orphaned_sources, rekey, \
     remove_orphans, space_hash
 
-prune = remove_orphans  # the CLI's name for it
-
 
 class PruneError(AutotuneError):
     """Pruning was refused; the message says why and nothing was written."""
@@ -72,4 +70,4 @@ def collect(pytest_args: Sequence[str] = ()) -> _Collected:
 
 
 __all__ = ["PruneError", "collect", "find_orphans", "find_renames", "rekey", "orphaned_sources",
-           "prune", "Orphan", "Rename"]
+           "remove_orphans", "Orphan", "Rename"]

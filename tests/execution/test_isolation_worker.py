@@ -24,6 +24,7 @@ from pytest_autotune.runners import BackendUnavailable, KernelSpec, SpecError, b
 from pytest_autotune.execution.device import DeviceInfo
 from pytest_autotune.execution.executor import Executor
 from pytest_autotune.execution.isolation import ExecutorRecipe, HostedRunner, IsolatedExecutor
+from process_support import exited
 
 needs_gcc = pytest.mark.skipif(not backend_available("c"), reason="needs gcc")
 
@@ -109,13 +110,6 @@ def test_worker_is_outside_the_callers_process_group(tmp_path):
         assert os.getpgid(runner._impl.pid) != os.getpgid(0)
 
 
-def _exited(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        status = Path(f"/proc/{pid}/status").read_text()
-    except (ProcessLookupError, FileNotFoundError):
-        return True
-    return "\nState:\tZ" in status  # a zombie nobody reaps (no init in a container) has exited too
 
 
 @needs_gcc
@@ -134,9 +128,9 @@ def test_worker_exits_when_its_parent_is_killed(tmp_path):
     assert out.returncode == -signal.SIGKILL, out.stderr
     pid = int(out.stdout.strip())
     deadline = time.monotonic() + 20
-    while not _exited(pid) and time.monotonic() < deadline:
+    while not exited(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert _exited(pid)
+    assert exited(pid)
 
 
 class ScriptedExecutor(Executor):
@@ -231,7 +225,7 @@ def test_ctrl_c_in_the_caller_stops_a_busy_worker():
             signal.setitimer(signal.ITIMER_REAL, 0.3)
             with pytest.raises(KeyboardInterrupt):
                 runner.evaluate({"action": "hang_running"})
-            assert runner._impl.pid is None and _exited(busy_pid)  # killed, not left hanging
+            assert runner._impl.pid is None and exited(busy_pid)  # killed, not left hanging
             assert runner.evaluate({"action": "ok"}).ok  # the next evaluation starts a fresh worker
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)

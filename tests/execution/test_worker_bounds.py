@@ -18,6 +18,7 @@ from pytest_autotune.measure.timing import MeasureOptions
 from pytest_autotune.results import FailureKind
 from pytest_autotune.runners import KernelSpec, backend_available, make_runner
 from pytest_autotune.execution.worker_bounds import OutputTap
+from process_support import exited
 
 needs_gcc = pytest.mark.skipif(not backend_available("c"), reason="needs gcc")
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,20 +68,13 @@ def _spec() -> KernelSpec:
     return KernelSpec(KERNEL, "bounded", 1, [np.zeros(1, np.int32), np.int32(1)])
 
 
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        status = Path(f"/proc/{pid}/status").read_text()
-    except (ProcessLookupError, FileNotFoundError):
-        return True
-    return "\nState:\tZ" in status  # a zombie nobody reaps (no init in a container) has exited too
 
 
 def _wait_gone(pid: int, seconds: float = 10.0) -> bool:
     deadline = time.monotonic() + seconds
-    while not _gone(pid) and time.monotonic() < deadline:
+    while not exited(pid) and time.monotonic() < deadline:
         time.sleep(0.02)
-    return _gone(pid)
+    return exited(pid)
 
 
 # -- output ----------------------------------------------------------------------------------------------
@@ -174,7 +168,7 @@ def test_a_forked_child_of_a_candidate_ends_with_the_runner(tmp_path):
         m = runner.evaluate({"ACTION": 3}, keep_outputs=True)
         assert m.ok, m.detail
         child = int(m.extra["outputs"][0][0])
-        assert child > 0 and not _gone(child)  # it outlived the call
+        assert child > 0 and not exited(child)  # it outlived the call
     assert _wait_gone(child), f"process {child}, forked by a candidate, outlived close()"
 
 
@@ -191,7 +185,7 @@ def test_a_hanging_candidate_s_children_end_with_its_worker(tmp_path):
 
 def _group_of(pid: int) -> int | None:
     try:
-        if _gone(pid):
+        if exited(pid):
             return None
         return os.getpgid(pid)
     except ProcessLookupError:
@@ -204,6 +198,7 @@ def test_children_end_when_the_caller_is_killed_outright(tmp_path):
     script.write_text(textwrap.dedent(f"""\
         import os, signal, sys
         sys.path.insert(0, {str(Path(__file__).parent)!r})
+        sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})  # tests/: the shared helpers
         from test_worker_bounds import QUICK, _spec
         from pytest_autotune.runners import make_runner
         runner = make_runner(_spec(), cache_dir={str(tmp_path / 'cache')!r}, measure=QUICK)

@@ -243,7 +243,7 @@ def test_devices_lists_each_runners_devices_and_lockfiles(pocl, tmp_path, capsys
 def test_devices_exits_1_when_no_opencl_device_builds(tmp_path, capsys, monkeypatch) -> None:
     import pytest_autotune.cli as cli
     from pytest_autotune.backends import opencl_device
-    from test_opencl_probe import FakeCL, device
+    from tests.backends.test_opencl_probe import FakeCL, device
 
     monkeypatch.setattr(opencl_device, "_probed", {})
     monkeypatch.setattr(cli, "_pyopencl", lambda: FakeCL(device("pthread-AMD EPYC", fails=True)))
@@ -264,7 +264,7 @@ def test_devices_names_a_lockfile_under_its_older_name(tmp_path, capsys, monkeyp
 
     import pytest_autotune.cli as cli
     from pytest_autotune.backends import opencl_device
-    from test_opencl_probe import FakeCL, device
+    from tests.backends.test_opencl_probe import FakeCL, device
 
     legacy = "opencl-portable-computing-language-pthread-amd-epyc.json"
     shutil.copy(Path(__file__).resolve().parents[2] / "example_project" / "autotune.lock" / legacy, tmp_path)

@@ -1555,7 +1555,7 @@ def test_gpu_entries_record_device_probes_through_the_kernels_runner(project: py
     import sys
 
     import fake_cuda
-    from test_runner_cuda import VADD
+    from tests.backends.test_runner_cuda import VADD
 
     state = fake_cuda.State()
     for name, module in fake_cuda.make_cupy(state).items():
