@@ -15,7 +15,7 @@ LAYERS = {
     "results": 0, "errors": 0, "_version": 0, "defaults": 0, "space": 0, "measure": 0,
     "datasets": 1,
     "strategies": 2,
-    "runners": 3, "backends": 3, "execution": 3,
+    "runners": 3, "backends": 3, "execution": 3, "static": 3,
     "engine": 4, "lock": 4,
     "simulation": 5, "gate": 5,
     "lifecycle": 6,
