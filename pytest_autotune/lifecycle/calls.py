@@ -38,6 +38,16 @@ class KernelCall:
     footprint: int = 0  # bytes of the arguments: the size of the memory-bandwidth probe
     toolchain: dict[str, str] = field(default_factory=dict)  # what builds it beyond the device's versions (flags)
     probe_make: Callable[..., Any] | None = None  # the kernel's runner factory, for device (GPU) probes
+    # GPU kernels only: build a configuration for an architecture as a runner would, without a GPU
+    # (``(params, arch, runner name) -> static.build.BuiltKernel``): the static gate's evidence
+    static_build: Callable[[Mapping[str, Any], int, str | None], Any] | None = None
+
+
+def _static_build(runner: str | None, spec: Any, params: Mapping[str, Any], arch: int) -> Any:
+    """The static gate's build (imported on use: it loads NVRTC, nvcc's or Triton's compiler)."""
+    from ..static.build import build_for_runner
+
+    return build_for_runner(runner, spec, params, arch)
 
 
 def space_hash(settings: TuneSettings) -> str:
@@ -84,7 +94,9 @@ def source_call(spec: KernelSpec, settings: TuneSettings, label: str, *, runner:
         footprint=footprint(spec.args),
         toolchain={**({"flags": " ".join(flags)} if flags else {}), **(language.toolchain() if language else {})},
         probe_make=(lambda probe: make_runner(probe, runner=runner, measure=probe_measure(), **options))
-        if language is not None and language.gpu_probes else None)
+        if language is not None and language.gpu_probes else None,
+        static_build=(lambda params, arch, tuned_with: _static_build(tuned_with or runner, spec, params, arch))
+        if spec.lang == "cuda" else None)
 
 
 def function_call(launch: Callable[[Mapping[str, Any]], Any], settings: TuneSettings, label: str, *,
@@ -124,7 +136,8 @@ def triton_call(call: Any, settings: TuneSettings, label: str, grid: Any, *, ato
     measure = settings.measure
     return KernelCall(label, hashes, inputs, lambda: call.runner(measure, **options), source=source,
                       make_locked_runner=lambda code, entry: call.locked_runner(code, measure, **options),
-                      problem=describe_problem(call.problem_size, described))
+                      problem=describe_problem(call.problem_size, described),
+                      static_build=lambda params, arch, _tuned_with: _static_build("triton", call.spec, params, arch))
 
 
 def replay_call(path: Path, recorded: Any, settings: TuneSettings, label: str, *, scale: float = 1.0,

@@ -31,6 +31,7 @@ import numpy as np
 from ..measure.timing import TimingStats
 from .outcome import KernelResult, Mode, Outcome, Status, SummaryRow
 from ..backends.cuda_arch import ARCH_LIMITS, arch_limits, parse_arch
+from ..lock.devices import device_arch
 from ..errors import InvalidConfiguration
 from ..execution.executor import check_kernel_resources, check_launch_limits
 from ..execution.kernel import KernelSpec, launch_geometry
@@ -193,18 +194,6 @@ def check_kernel(spec: KernelSpec, params: Mapping[str, Sequence[Any]], restrict
     return report
 
 
-def device_arch(device: Mapping[str, Any] | None) -> int | None:
-    """Architecture of a lockfile's device: ``compute_capability`` 90, ``[9, 0]`` or ``"9.0"``; None if unknown."""
-    props = (device or {}).get("properties") or {}
-    value = props.get("compute_capability", props.get("compute_capability_str"))
-    try:
-        if isinstance(value, (list, tuple)) and len(value) == 2:
-            return int(value[0]) * 10 + int(value[1])
-        return parse_arch(value) if isinstance(value, (int, str)) and not isinstance(value, bool) else None
-    except (TypeError, ValueError):
-        return None
-
-
 def locked_winners(lockdir: str | Path, nodeid: str, kernel: str, archs: Sequence[int]) -> dict[int, list[dict]]:
     """Winners of ``nodeid``'s ``kernel`` in every lockfile under ``lockdir`` whose device has one of ``archs``."""
     from ..lock.lockfile import get_entry, read_lockfile
@@ -257,7 +246,8 @@ def positive_sample(text: str) -> int:
 # -- the lifecycle's compile mode ------------------------------------------------------------------------
 
 
-def compile_outcome(spec: KernelSpec, settings: Any, options: Any, test: str, label: str) -> Outcome:
+def compile_outcome(spec: KernelSpec, settings: Any, options: Any, test: str, label: str,
+                    runner: str | None = None) -> Outcome:
     """What ``autotune.kernel`` does under ``--autotune-compile``: check, a summary row, a failure for a bad one.
 
     The result's params are the configuration the test gets back: a locked winner, else the first valid
@@ -289,16 +279,35 @@ def compile_outcome(spec: KernelSpec, settings: Any, options: Any, test: str, la
                           max_configurations=settings.max_configurations)
     failures = report.failures()
     chosen = next((c.params for c in report.checks if c.ok), {})
+    recorded = _record_static(spec, settings, options, test, label, runner, report) if options.record_static else []
     row = SummaryRow.make(test, label, Mode.COMPILE, Status.COMPILE_FAILED if failures else Status.COMPILED,
                           params=chosen, evaluations=len(report.checks), budget=len(report.checks), strategy="nvrtc",
                           failures={k: v for k, v in _failure_totals(report).items() if v}, compile=report.counts(),
                           spills=[c.as_dict() for c in report.checks if c.spills],
-                          message=report.failure_message() if failures else "")
+                          message=report.failure_message() if failures else "",
+                          **({"note": "static baseline: " + "; ".join(recorded)} if recorded else {}))
     if failures:
         return Outcome.failed(f"autotune: {report.failure_message()}", row)
     nan = float("nan")
     no_timing = TimingStats(median=nan, mean=nan, min=nan, max=nan, iqr=nan, n=0, samples=[])
     return Outcome.passed(KernelResult(label, "compile", dict(chosen), no_timing), row)
+
+
+def _record_static(spec: KernelSpec, settings: Any, options: Any, test: str, label: str, runner: str | None,
+                   report: CompileCheckReport) -> list[str]:
+    """``--autotune-record-static``: per architecture, the profile of the configuration the kernel ships with
+    there (its lock entry's winner, else the first configuration of its space that compiled)."""
+    from .calls import source_call
+    from .static_gate import record_static_baselines
+
+    chosen: dict[int, dict[str, Any]] = {}
+    origins: dict[int, str] = {}
+    for origin, name in (("locked", "lock entry"), ("space", "first configuration")):
+        for c in report.checks:
+            if c.ok and c.origin == origin and c.arch not in chosen:
+                chosen[c.arch], origins[c.arch] = c.params, name
+    k = source_call(spec, settings, label, runner=runner)
+    return record_static_baselines(k, test, list(report.space_sizes), chosen, origins, runner, options.lockdir)
 
 
 def _failure_totals(report: CompileCheckReport) -> dict[str, int]:

@@ -25,6 +25,7 @@ class Mode(str, enum.Enum):
     GATE = "gate"
     LOCKED = "locked"
     COMPILE = "compile"
+    STATIC = "static"  # the static gate: today's binary against the lock's profile, without the GPU
 
 
 class Status(str, enum.Enum):
@@ -47,6 +48,11 @@ class Status(str, enum.Enum):
     FAILED = "failed"  # a tuning that found nothing
     COMPILED = "compiled"  # --autotune-compile
     COMPILE_FAILED = "FAILED"
+    CHANGED = "changed"  # static: a different binary, not worse; a GPU run must time it
+    WORSE = "WORSE"  # static: a binary worse than the lock's (spills, occupancy, instructions)
+    ACCEPTED = "accepted"  # static: a changed binary's profile recorded (--autotune-accept-static)
+    RECORDED = "recorded"  # static: a baseline recorded (--autotune-record-static)
+    INFO = "info"  # a timing reported, never a verdict (Triton's interpreter)
 
 
 # The summary's status of a tuned kernel, by what happened to its lock entry (see gate.retune.decide).
@@ -103,6 +109,9 @@ class SummaryRow:
     new_lockfile_beside: list[str] | None = None
     incomparable_policy: str | None = None
     required: bool | None = None
+    arch: str | None = None  # static rows: the architecture compared ("sm_90")
+    static: dict[str, Any] | None = None  # static rows: the comparison, with both profiles
+    seconds: float | None = None  # static rows: the time the check took
     samples: list[float] | None = None  # a gate's fresh samples
     locked_samples: list[float] | None = None  # the lock entry's, beside them
     given: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
@@ -144,6 +153,12 @@ class Outcome:
     row: SummaryRow | None = None
     result: KernelResult | None = None
     traceback: bool = False  # a failure of the test's own call: show the test's line (pytest's pytrace)
+    more_rows: list[SummaryRow] = field(default_factory=list)  # one call, several verdicts (static, per arch)
+
+    @property
+    def rows(self) -> list[SummaryRow]:
+        """Every row of the call: its own, then the static gate's (one per architecture)."""
+        return ([self.row] if self.row is not None else []) + list(self.more_rows)
 
     @property
     def status(self) -> Status | None:

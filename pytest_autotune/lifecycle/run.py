@@ -22,10 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from ..backends.triton_runner import INTERPRETER_KIND
 from ..engine.cluster import ClusterError
 from ..engine.tuner import (TuneError, TuneOptions, TuneResult, build_space, compile_ahead_summary, evaluate_once, first_failures,
                             spills, tune)
-from ..errors import BackendUnavailable, SpecError
+from ..errors import AutotuneError, BackendUnavailable, SpecError
+from ..gate.static import StaticComparison, compare_profiles, evidence_note
 from ..gate.probes import GPU_PROBE_VERSION, PROBE_VERSION, cpu_kinds, probes_for
 from ..gate.retune import RetuneDecision, decide
 from ..gate.rounds import rotating_pin
@@ -49,6 +51,8 @@ from .host import Host
 from .outcome import TUNE_STATUS, Action, KernelResult, Mode, Outcome, Status, SummaryRow
 from .recording import build_entry, rewrite_reasons
 from .scratch import ScratchCache, fingerprint
+from ..lock.devices import device_arch
+from .static_gate import StaticGate, StaticTarget, build_profile, static_targets
 from .settings import Options, TuneSettings
 
 __all__ = ["KernelLifecycle"]
@@ -100,11 +104,14 @@ class KernelLifecycle:
     def run(self, k: KernelCall) -> Outcome:
         """Check, then tune, gate or leave alone the kernel of ``k``; the decided :class:`Outcome`."""
         self._row = None
+        self._static_rows: list[SummaryRow] = []
+        self._static_failure: str | None = None
+        self._static_targets_seen: list[StaticTarget] = []
         try:
             result = self._run(k)
         except _Stop as stop:
-            return Outcome(stop.action, stop.message, self._row, None, stop.traceback)
-        return Outcome.passed(result, self._row)
+            return Outcome(stop.action, stop.message, self._row, None, stop.traceback, self._static_rows)
+        return Outcome(Action.PASS, "", self._row, result, more_rows=self._static_rows)
 
     # -- check ------------------------------------------------------------------------
     def _run(self, k: KernelCall) -> KernelResult:
@@ -112,6 +119,9 @@ class KernelLifecycle:
         try:
             runner = k.make_runner()
         except BackendUnavailable as exc:
+            static = self._static_only(k)  # no GPU here: the binary of the locked winner is the evidence
+            if static is not None:
+                return static
             why = f"no usable device for this kernel: {exc}"
             # a gate that checked nothing, or a tune that tuned nothing, says so in the summary, not only with -rs
             self._record(k.label, Mode.GATE if opts.mode is None else Mode.TUNE, Status.NO_DEVICE, message=why,
@@ -123,6 +133,8 @@ class KernelLifecycle:
             raise _fail(f"autotune: kernel {k.label!r}: {exc}", traceback=True) from None
         try:
             device = runner.device()
+            if device.kind == INTERPRETER_KIND:  # Triton's interpreter: the GPU locks' binaries are the evidence
+                self._static_beside(k)
             named = self.host.lockfile_name(device)
             # without a hook's name: the device's identity, or a lockfile under an older name of it
             path = lockfile_path(opts.lockdir, named) if named else find_lockfile(opts.lockdir, device.slug)
@@ -156,8 +168,13 @@ class KernelLifecycle:
             if opts.mode is not None or (not usable and opts.missing == "tune"):
                 return self._tune(k, key, runner, path, device, entry, renamed[0] if renamed else None)
             if not usable:
+                if self._static_rows and self._static_failure is None:  # gated by its binaries alone
+                    return self._static_result(k)
                 self._not_gated(k.label, key, path, check)
-            return self._gate(k, entry, runner, path, check)  # type: ignore[arg-type]
+            result = self._gate(k, entry, runner, path, check)  # type: ignore[arg-type]
+            if self._static_failure is not None:
+                raise _fail(self._static_failure)
+            return result
         finally:
             runner.close()
 
@@ -326,6 +343,8 @@ class KernelLifecycle:
                      build_entry(k, self.host.test, self.settings, result, runner, decision, path, tuning_s))
         except LockfileError as exc:  # the sources folder is a link, the disk is full, ...
             raise _fail(f"autotune: {exc}") from None
+        if decision.write:
+            entry = {**entry, **self._static_profile_fields(k, decision.params, device, getattr(runner, "name", None))}
         others = [] if path.exists() else [f"{p.name} ({model})" for p, model in
                                            same_kind_lockfiles(opts.lockdir, device.kind, path)]
         if decision.write:
@@ -372,6 +391,9 @@ class KernelLifecycle:
         if changes and outcome.verdict == "incomparable":
             outcome.message += (f" ({'; '.join(changes)}: fix it, or if intended re-lock with: "
                                 f"{retune_command(test)})")
+        evidence = self._static_evidence(k, entry, runner) if "static" in entry else None
+        if evidence is not None and (not evidence.identical or outcome.verdict in ("slower", "incomparable")):
+            changes.append(evidence_note(evidence))
         cmp = outcome.comparison
         status = _VERDICT_STATUS[outcome.verdict]
         if outcome.stale_ranking and outcome.verdict == "pass":
@@ -382,7 +404,15 @@ class KernelLifecycle:
         notes = [n for n in (changed, *changes,
                              *(["A/B against the locked source"] if outcome.method == "a/b" else []),
                              *outcome.notes, generation) if n]
-        if notes and outcome.failed:
+        # Triton's interpreter times Python on a CPU: reported, never a verdict on a GPU kernel (unless asked)
+        info = (runner.device().kind == INTERPRETER_KIND and opts.interpreter_timing == "info"
+                and outcome.verdict != "broken")
+        if info:
+            status = Status.INFO
+            notes.insert(0, f"interpreter timing, information only ({outcome.verdict}"
+                            + (f", {cmp.change_pct:+.1f}%" if cmp is not None and cmp.change_pct is not None else "")
+                            + ")" + ("; the GPU locks' binaries were checked" if self._static_rows else ""))
+        if notes and outcome.failed and not info:
             outcome.message += "\n  note: " + "; ".join(notes)
         absolute = outcome.absolute
         self._record(label, Mode.GATE, status, params=self._in_declared_order(params),
@@ -395,10 +425,10 @@ class KernelLifecycle:
                      machine=outcome.machine.changes if outcome.machine else None,
                      incomparable_policy=opts.incomparable if outcome.verdict == "incomparable" else None,
                      samples=[float(x) for x in outcome.measurement.samples or []],  # the job summary's plot
-                     locked_samples=entry.samples)
-        if outcome.failed:
+                     locked_samples=entry.samples, **({"static": evidence.as_dict()} if evidence else {}))
+        if outcome.failed and not info:
             raise _fail(outcome.message)
-        if outcome.verdict == "incomparable":
+        if outcome.verdict == "incomparable" and not info:
             if opts.incomparable == "fail":
                 raise _fail(outcome.message)
             if opts.incomparable == "skip":
@@ -436,6 +466,70 @@ class KernelLifecycle:
             return None
         finally:
             locked_runner.close()
+
+    # -- static -------------------------------------------------------------------------
+    def _static_applies(self) -> bool:
+        return self.options.mode is None and self.options.static != "off" and not self.options.compile_archs
+
+    def _static_targets(self, k: KernelCall) -> list[StaticTarget]:
+        if not self._static_applies() or k.static_build is None:
+            return []
+        try:
+            return static_targets(self.options.lockdir, self.host.test, k.label)
+        except LockfileError as exc:
+            raise _fail(f"autotune: {exc} (the file was left untouched; fix or delete it)") from None
+
+    def _static_only(self, k: KernelCall) -> KernelResult | None:
+        """A GPU kernel on a machine without a usable GPU: its static verdicts, or None (nothing locked on a GPU)."""
+        targets = self._static_targets(k)
+        if not targets:
+            return None
+        gate = StaticGate(self.settings, self.options, self.host.test)
+        self._static_rows, decided = gate.run(k, targets)
+        if decided is not None:
+            raise _Stop(decided.action, decided.message)
+        return gate.result(k, targets)
+
+    def _static_beside(self, k: KernelCall) -> None:
+        """Triton in its interpreter: the static verdicts against the GPU locks, before the interpreter's own run
+        (which proves correctness); a static failure fails the call after it."""
+        targets = self._static_targets(k)
+        if targets:
+            gate = StaticGate(self.settings, self.options, self.host.test)
+            self._static_rows, decided = gate.run(k, targets)
+            self._static_targets_seen = targets
+            if decided is not None and decided.action is Action.FAIL:
+                self._static_failure = decided.message
+
+    def _static_profile_fields(self, k: KernelCall, params: Mapping[str, Any], device: Any,
+                               runner_name: str | None) -> dict[str, Any]:
+        """A GPU winner's static profile for its entry (what CI runners without the GPU compare with); nothing,
+        said once, where it cannot be built here."""
+        arch = device_arch(device.as_dict()) if device.kind == "cuda" else None
+        if arch is None or k.static_build is None:
+            return {}
+        try:
+            return {"static": build_profile(k, params, arch, runner_name).to_dict()}
+        except (AutotuneError, ValueError) as exc:
+            self.host.say(f"autotune {self.host.test}::{k.label}: no static profile recorded ({exc}); CI runners "
+                          "without this GPU cannot check its binary")
+            return {}
+
+    def _static_evidence(self, k: KernelCall, entry: LockEntry, runner: Any) -> StaticComparison | None:
+        """The timed gate on a GPU: today's binary against the entry's profile, as evidence beside the timing."""
+        device = runner.device()
+        arch = device_arch(device.as_dict()) if device.kind == "cuda" else None
+        locked = entry.static if arch is not None else None
+        if locked is None or locked.arch != arch or k.static_build is None:
+            return None
+        try:
+            return compare_profiles(locked, build_profile(k, entry.params, arch, entry.get("runner")),
+                                    self.options.static_tolerance)
+        except (AutotuneError, ValueError):
+            return None  # no compiler or disassembler beside the GPU: the timing alone decides
+
+    def _static_result(self, k: KernelCall) -> KernelResult:
+        return StaticGate(self.settings, self.options, self.host.test).result(k, self._static_targets_seen)
 
     # -- helpers ------------------------------------------------------------------------
     def _in_declared_order(self, params: Mapping[str, Any]) -> dict[str, Any]:

@@ -204,3 +204,8 @@ class Options:
     cluster: str | None = None  # --autotune-ray: "ray" or a Ray address (tune on every device of the cluster)
     compile_archs: list[int] = field(default_factory=list)  # --autotune-compile: compile for these, no device
     compile_sample: int | None = None  # --autotune-compile-sample: configurations per space and architecture
+    static: str = DEFAULTS.STATIC  # --autotune-static: the static gate's policy (off | warn | fail-on-*)
+    static_tolerance: float = DEFAULTS.STATIC_TOLERANCE  # instruction growth the static gate calls worse
+    accept_static: bool = False  # --autotune-accept-static: record a changed binary's profile, keep the timing
+    record_static: bool = False  # --autotune-record-static: with --autotune-compile, record static baselines
+    interpreter_timing: str = DEFAULTS.INTERPRETER_TIMING  # Triton's interpreter: info | gate

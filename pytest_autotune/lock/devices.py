@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..execution.device import DeviceInfo
+from ..backends.cuda_arch import parse_arch
 from ..backends.opencl_device import recorded_model
 from .lockfile import LockfileError, lockfile_path, read_lock_text
 
@@ -105,3 +106,14 @@ def cpu_generation_note(locked: Mapping[str, Any] | None, current: DeviceInfo) -
         return ""
     return f"another CPU generation than the lock's ({', '.join(changes)})"
 
+
+def device_arch(device: Mapping[str, Any] | None) -> int | None:
+    """Architecture of a lockfile's device: ``compute_capability`` 90, ``[9, 0]`` or ``"9.0"``; None if unknown."""
+    props = (device or {}).get("properties") or {}
+    value = props.get("compute_capability", props.get("compute_capability_str"))
+    try:
+        if isinstance(value, (list, tuple)) and len(value) == 2:
+            return int(value[0]) * 10 + int(value[1])
+        return parse_arch(value) if isinstance(value, (int, str)) and not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        return None

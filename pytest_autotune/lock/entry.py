@@ -187,6 +187,24 @@ def _check_source_fields(out: dict[str, Any]) -> None:
             raise InvalidField("compiler_options", f"must be a list of strings, got {describe_value(options)}")
 
 
+_FINGERPRINT = re.compile(r"sha256:[0-9a-f]{64}\Z")
+
+
+def _check_static_accepted(accepted: dict[str, Any]) -> None:
+    """``static_accepted``: when a reviewed change of the binary was accepted without a GPU run
+    (``--autotune-accept-static``), and the binary the entry's timing was measured on (absent when the entry had
+    no profile before)."""
+    if "timed_fingerprint" in accepted and (not isinstance(accepted["timed_fingerprint"], str)
+                                            or not _FINGERPRINT.match(accepted["timed_fingerprint"])):
+        raise InvalidField("static_accepted.timed_fingerprint",
+                           f"must be sha256:<64 hex digits>, got {describe_value(accepted.get('timed_fingerprint'))}")
+    if "timestamp" in accepted:
+        try:
+            _check_timestamp(accepted["timestamp"])
+        except InvalidField as exc:
+            raise InvalidField("static_accepted.timestamp", str(exc).split(": ", 1)[-1]) from None
+
+
 # Fields whose floats are measurements (rounded); everything else (params, tolerance, ...) is kept exact.
 _ROUNDED_FIELDS = ("stats", "samples")
 _REQUIRED_STATS = ("median", "mean", "min", "iqr")
@@ -283,6 +301,15 @@ def _normalize_entry(entry: Any) -> dict[str, Any]:
                 raise InvalidField(_join("versions", name), f"must be a version string, got {describe_value(value)}")
     if "timestamp" in out:
         _check_timestamp(out["timestamp"])
+    if "static" in out:
+        from ..static.profile import StaticProfile  # the compiled binary's profile (issue: the static gate)
+
+        try:
+            StaticProfile.from_dict(out["static"])
+        except ValueError as exc:
+            raise InvalidField("static", str(exc)) from None
+    if "static_accepted" in out:
+        _check_static_accepted(_need_mapping(out, "static_accepted"))
     if "problem" in out and (reason := problem_error(out["problem"])):
         raise InvalidField("problem", reason)
     return out
@@ -393,6 +420,21 @@ class LockEntry(Mapping):
     def problem(self) -> dict[str, Any] | None:
         problem = self._data.get("problem")
         return dict(problem) if isinstance(problem, Mapping) else None
+
+    @property
+    def static(self) -> Any:
+        """The winner's :class:`~pytest_autotune.static.profile.StaticProfile`, or None (not a GPU entry, or one
+        locked before profiles were recorded)."""
+        from ..static.profile import StaticProfile
+
+        data = self._data.get("static")
+        return StaticProfile.from_dict(data) if isinstance(data, Mapping) else None
+
+    @property
+    def timed_fingerprint(self) -> str | None:
+        """The fingerprint of the binary the timing was measured on, where it is not the profile's own."""
+        accepted = self._data.get("static_accepted")
+        return accepted.get("timed_fingerprint") if isinstance(accepted, Mapping) else None
 
     @property
     def machine(self) -> dict[str, Any]:

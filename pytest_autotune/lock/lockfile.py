@@ -55,6 +55,7 @@ __all__ = [
     "get_entry",
     "stale_hashes",
     "merge_entries",
+    "locked_rewrite",
     "normalize_entry",
     "serialize",
     "utc_timestamp",
@@ -418,7 +419,32 @@ def merge_entries(
             raise InvalidEntryError(path, str(key), "entry keys must be non-empty strings")
         new_entries[key] = LockEntry.read(entry, key, path)
     device_data = _normalize_device(device, path)
+    written: list[Lockfile] = []
 
+    def update(old_text: str | None) -> str | None:
+        current = parse_lockfile(old_text, path) if old_text is not None else None
+        merged = dict(current.entries) if current is not None else {}
+        for key in remove:
+            merged.pop(key, None)
+        merged.update(new_entries)
+        result = Lockfile(schema=SCHEMA_VERSION, device=device_data, entries=merged)
+        written.append(result)
+        if current is None and not merged:
+            return None  # nothing to record: do not create an empty file
+        return serialize(result)
+
+    locked_rewrite(path, update, timeout=timeout)
+    return written[-1]
+
+
+def locked_rewrite(path: Path, update: Callable[[str | None], str | None], *,
+                   timeout: float = DEFAULT_LOCK_TIMEOUT) -> None:
+    """Rewrite the file at ``path`` as ``update(current text or None)`` says, under a file lock on
+    ``path + ".lock"``, atomically, and only when the text changes (``None``: leave it as it is).
+
+    What every writer of the lock directory goes through: concurrent writers wait for each other and each
+    re-reads what the last one wrote; a file ``update`` refuses (by raising) is left exactly as it was.
+    """
     lock_path = str(path) + ".lock"
     try:
         ensure_lock_directory(path.parent)
@@ -433,21 +459,12 @@ def merge_entries(
         raise _unwritable(path, exc) from None
     try:
         old_text = read_lock_text(path)
-        current = parse_lockfile(old_text, path) if old_text is not None else None
-        merged = dict(current.entries) if current is not None else {}
-        for key in remove:
-            merged.pop(key, None)
-        merged.update(new_entries)
-        result = Lockfile(schema=SCHEMA_VERSION, device=device_data, entries=merged)
-        if current is None and not merged:
-            return result  # nothing to record: do not create an empty file
-        text = serialize(result)
-        if text != old_text:
+        text = update(old_text)
+        if text is not None and text != old_text:
             try:
                 _atomic_write(path, text)
             except OSError as exc:
                 raise _unwritable(path, exc) from None
-        return result
     finally:
         lock.release()
 

@@ -52,6 +52,13 @@ INI_OPTIONS = {
     "autotune_max_configurations": ("most valid configurations a tune marker's search space may have; more is a "
                                     "collection error, not a CI runner out of memory (about 20 bytes each)",
                                     str(DEFAULT_MAX_CONFIGURATIONS)),
+    "autotune_static": ("the static gate, on a machine without a kernel's GPU: fail-on-worse (fail a binary "
+                        "worse than the lock's), fail-on-change (fail any change), warn (never fail) or off",
+                        DEFAULTS.STATIC),
+    "autotune_static_tolerance": ("growth of a binary's memory or math instructions the static gate calls worse, "
+                                  "as a fraction of the lock's (0.10 = 10%)", f"{DEFAULTS.STATIC_TOLERANCE:.2f}"),
+    "autotune_interpreter_timing": ("a Triton kernel timed in Triton's interpreter: info (report the timing, never "
+                                    "fail on it) or gate (gate it like a device's)", DEFAULTS.INTERPRETER_TIMING),
     "autotune_output_cap": ("what an isolated kernel prints per configuration is kept up to this size (half from "
                             "the start, half from the end; the rest is counted), e.g. 16KiB", "16KiB"),
     "autotune_worker_memory": ("memory an isolated kernel's worker process may hold before its configuration fails "
@@ -137,6 +144,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--autotune-ray", nargs="?", const="ray", default=None, metavar="ADDRESS",
                     help="tune each kernel on every device of a Ray cluster at once (the one RAY_ADDRESS names or "
                          "ADDRESS; pip install 'pytest-autotune[ray]'; ini: autotune_ray)")
+    group.addoption("--autotune-static", choices=DEFAULTS.STATIC_POLICIES, default=None,
+                    help="without a kernel's GPU, rebuild its locked winner for each locked architecture and "
+                         "compare the binary with the lock's: fail-on-worse (default), fail-on-change, warn, off "
+                         "(ini: autotune_static)")
+    group.addoption("--autotune-accept-static", action="store_true", default=False,
+                    help="record today's binary profile in lock entries whose binary changed (a reviewed change), "
+                         "keeping their timing, so the static gate stops reporting it until the next GPU tune")
+    group.addoption("--autotune-record-static", action="store_true", default=False,
+                    help="with --autotune-compile: record each kernel's static baseline (the binary profile of the "
+                         "configuration it ships with) per architecture in <lockdir>/static/")
+    group.addoption("--autotune-interpreter-timing", choices=DEFAULTS.INTERPRETER_TIMING_POLICIES, default=None,
+                    help="Triton's interpreter: info (default: its timing is reported, never a failure) or gate "
+                         "(ini: autotune_interpreter_timing)")
     for name, (help_text, default) in INI_OPTIONS.items():
         parser.addini(name, help_text, default=default)
 
@@ -280,7 +300,37 @@ def _resolve_options(config: pytest.Config) -> Options:
                    is_worker=hasattr(config, "workerinput"), incomparable=incomparable,
                    compile_workers=_compile_workers(config), require_device=_require_device(config),
                    cluster=_cluster(config), compile_archs=list(opt("autotune_compile") or []),
-                   compile_sample=opt("autotune_compile_sample"))
+                   compile_sample=opt("autotune_compile_sample"), **_static_options(config))
+
+
+def _static_options(config: pytest.Config) -> dict[str, Any]:
+    """The static gate's flags and ini options, checked at start-up (a bad ini value names the option)."""
+    opt, ini = config.getoption, config.getini
+    static = opt("autotune_static") or str(ini("autotune_static")).strip()
+    if static not in DEFAULTS.STATIC_POLICIES:
+        raise pytest.UsageError(f"ini option autotune_static={static}: choose from "
+                                f"{', '.join(DEFAULTS.STATIC_POLICIES)}")
+    timing = opt("autotune_interpreter_timing") or str(ini("autotune_interpreter_timing")).strip()
+    if timing not in DEFAULTS.INTERPRETER_TIMING_POLICIES:
+        raise pytest.UsageError(f"ini option autotune_interpreter_timing={timing}: choose from "
+                                f"{', '.join(DEFAULTS.INTERPRETER_TIMING_POLICIES)}")
+    raw = ini("autotune_static_tolerance")
+    try:
+        tolerance = float(raw)
+    except (TypeError, ValueError):
+        tolerance = float("nan")
+    if not DEFAULTS.is_tolerance(tolerance):
+        raise pytest.UsageError(f"ini option autotune_static_tolerance={raw}: expected a fraction in [0, 10), "
+                                "e.g. 0.10 for 10%")
+    record = bool(opt("autotune_record_static"))
+    if record and not opt("autotune_compile"):
+        raise pytest.UsageError("--autotune-record-static records what --autotune-compile builds: add "
+                                "--autotune-compile=sm_90 (the architectures to record)")
+    if opt("autotune_accept_static") and opt("autotune"):
+        raise pytest.UsageError("--autotune-accept-static accepts a changed binary without a GPU run; --autotune "
+                                "tunes (and records a fresh profile): use one of them")
+    return {"static": static, "static_tolerance": tolerance, "accept_static": bool(opt("autotune_accept_static")),
+            "record_static": record, "interpreter_timing": timing}
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -368,13 +418,15 @@ class _SummaryPlugin:
 
     def __init__(self, state: SessionState):
         self.state = state
-        self.seen: set[tuple[str, str]] = set()
+        self.seen: set[tuple[str, str, str, str]] = set()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        # each phase's report carries the test's rows: one row per kernel, mode and architecture (static rows)
         for name, row in getattr(report, "user_properties", []):
-            if name == "autotune" and (row["test"], row["kernel"]) not in self.seen:
+            key = (row["test"], row["kernel"], row["mode"], row.get("arch") or "") if name == "autotune" else None
+            if key is not None and key not in self.seen:
                 self.state.rows.append(row)
-                self.seen.add((row["test"], row["kernel"]))
+                self.seen.add(key)
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         # A requested report is written even when no kernel ran (CI steps expect the file).
@@ -384,7 +436,7 @@ class _SummaryPlugin:
 
 
 def _summary(terminalreporter: Any, state: SessionState) -> None:
-    rows = sorted(state.rows, key=lambda r: (r["test"], r["kernel"]))
+    rows = sorted(state.rows, key=lambda r: (r["test"], r["kernel"], r["mode"] == "static", r.get("arch") or ""))
     write = terminalreporter.write_line
     show = bool(rows) and state.options.verbosity >= -1
     if show:

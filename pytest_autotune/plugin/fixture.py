@@ -63,7 +63,7 @@ class Autotune:
                 spec = None
             if spec is not None and spec.lang == "cuda":  # --autotune-compile: NVRTC only, no device
                 return self._finish(compile_outcome(spec, self.settings, self.state.options, self.item.nodeid,
-                                                    name or kernel_name.split("<")[0].strip()))
+                                                    name or kernel_name.split("<")[0].strip(), runner))
         return self._finish(self.kernels.kernel(
             source, kernel_name, problem_size, args, expected=expected, atol=atol, rtol=rtol, verify=verify,
             grid_div_x=grid_div_x, grid_div_y=grid_div_y, grid_div_z=grid_div_z, block_size_names=block_size_names,
@@ -109,8 +109,8 @@ class Autotune:
         """The outcome, in pytest's words: its row to the summary, a failure or a skip raised at the test's line."""
         __tracebackhide__ = True
         self.item.stash[CALLS_KEY] = self.item.stash.get(CALLS_KEY, 0) + 1
-        if outcome.row is not None:
-            self.item.user_properties.append(("autotune", outcome.row.as_dict()))
+        for row in outcome.rows:
+            self.item.user_properties.append(("autotune", row.as_dict()))
         if outcome.action is Action.FAIL:
             raise pytest.fail.Exception(outcome.message, pytrace=outcome.traceback)
         if outcome.action is Action.SKIP:

@@ -18,11 +18,12 @@ from typing import Any, Iterable, Mapping, Sequence
 from .report import _fmt_ms, _fmt_params
 
 ENV = "GITHUB_STEP_SUMMARY"
-FAILED = ("REGRESSION", "BROKEN", "failed")
+FAILED = ("REGRESSION", "BROKEN", "failed", "WORSE", "FAILED", "refused")
 UNCHECKED = ("missing", "stale", "no device", "incomparable")
 ICON = {"REGRESSION": "❌", "BROKEN": "❌", "failed": "❌", "pass": "✅", "faster": "🚀", "stale-ranking": "⚠️",
         "missing": "⚠️", "stale": "⚠️", "no device": "⚠️", "incomparable": "⚠️", "first lock": "🔒",
-        "new winner": "🔒", "kept lock": "🔒", "left alone": "➖"}
+        "new winner": "🔒", "kept lock": "🔒", "left alone": "➖", "WORSE": "❌", "changed": "🔁", "accepted": "🔒",
+        "recorded": "🔒", "info": "ℹ️", "compiled": "✅", "FAILED": "❌", "refused": "❌"}
 
 
 def _rank(row: Mapping[str, Any]) -> int:
@@ -99,7 +100,8 @@ def render(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any] | None = N
         out.append("| " + " | ".join(["---"] * 5 + ["---:", "---:"] + (["---"] if static else [])) + " |")
         for r in rows:
             status = str(r.get("status", ""))
-            cells = [cell(r.get("test", "")), cell(r.get("kernel", "")), cell(r.get("mode", "")),
+            kernel = str(r.get("kernel", "")) + (f"@{r['arch']}" if r.get("arch") else "")
+            cells = [cell(r.get("test", "")), cell(kernel), cell(r.get("mode", "")),
                      f"{ICON.get(status, '')} {'**' + cell(status) + '**' if _rank(r) == 0 else cell(status)}".strip(),
                      cell(_fmt_params(r.get("params"))), cell(_fmt_ms(r.get("time_ms"))), cell(_change(r)),
                      *([cell(_static(r) or "-")] if static else [])]

@@ -64,7 +64,7 @@ def table_rows(rows: Iterable[Mapping[str, Any]]) -> list[list[str]]:
         change = r.get("change_pct")
         failures = r.get("failures") or {}
         out.append([
-            f"{r.get('test', '')}::{r.get('kernel', '')}",
+            f"{r.get('test', '')}::{r.get('kernel', '')}" + (f"@{r['arch']}" if r.get("arch") else ""),
             str(r.get("mode", "")),
             str(r.get("status", "")),
             _fmt_params(r.get("params")),
@@ -126,8 +126,8 @@ def cut_note_lines(rows: Sequence[Mapping[str, Any]], width: int | None = None) 
     stay readable next to the verdict on an 80-column CI log), one line each."""
     _, _, fitted = _layout(rows, width)
     room = fitted.get("note", 0)
-    return [f"  {r.get('test')}::{r.get('kernel')}: {r['note']}" for r in rows
-            if r.get("note") and len(str(r["note"])) > room]
+    return [f"  {r.get('test')}::{r.get('kernel')}{'@' + r['arch'] if r.get('arch') else ''}: {r['note']}"
+            for r in rows if r.get("note") and len(str(r["note"])) > room]
 
 
 def failure_lines(row: Mapping[str, Any], width: int = 160) -> list[str]:
@@ -183,22 +183,24 @@ def new_lockfile_lines(rows: Iterable[Mapping[str, Any]]) -> list[str]:
 
 def not_gated_line(rows: Iterable[Mapping[str, Any]]) -> str:
     """The closing line naming every kernel the gate could not check, and why (visible without -rs)."""
-    return _unchecked_line(rows, "gate", ("missing", "stale", "no device"), "NOT GATED")
+    return _unchecked_line(rows, ("gate", "static"), ("missing", "stale", "no device"), "NOT GATED")
 
 
 def not_tuned_line(rows: Iterable[Mapping[str, Any]]) -> str:
     """The closing line naming every kernel ``--autotune`` could not tune for want of a device (no CuPy here)."""
-    return _unchecked_line(rows, "tune", ("no device",), "NOT TUNED")
+    return _unchecked_line(rows, ("tune",), ("no device",), "NOT TUNED")
 
 
-def _unchecked_line(rows: Iterable[Mapping[str, Any]], mode: str, statuses: tuple[str, ...], what: str) -> str:
-    missed = [r for r in rows if r.get("mode") == mode and r.get("status") in statuses]
+def _unchecked_line(rows: Iterable[Mapping[str, Any]], modes: tuple[str, ...], statuses: tuple[str, ...],
+                    what: str) -> str:
+    missed = [r for r in rows if r.get("mode") in modes and r.get("status") in statuses]
     if not missed:
         return ""
     by_reason: dict[str, list[str]] = {}  # kernels sharing a reason (no CuPy: every CUDA kernel) named once
     for r in missed:
         reason = "no lock entry for this device" if r["status"] == "missing" else str(r.get("message", "stale"))
-        by_reason.setdefault(reason, []).append(f"{r['test']}::{r['kernel']}")
+        by_reason.setdefault(reason, []).append(f"{r['test']}::{r['kernel']}" + (f"@{r['arch']}" if r.get("arch")
+                                                                                 else ""))
     parts = [f"{', '.join(kernels)} ({reason})" for reason, kernels in by_reason.items()]
     return f"autotune: {len(missed)} kernel(s) {what}: " + "; ".join(parts)
 

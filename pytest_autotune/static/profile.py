@@ -204,17 +204,19 @@ class StaticProfile:
 
     @classmethod
     def from_dict(cls, data: Any) -> "StaticProfile":
-        """A profile from :meth:`to_dict`'s data, checked as untrusted input: every field present and no
-        other, of its type (a bool is not an int), counts in [0, 2**63), the occupancy a finite number in
+        """A profile from :meth:`to_dict`'s data, checked as untrusted input: every field present (others, a newer
+        version's, are ignored here and kept by the entry), of its type (a bool is not an int), counts in [0, 2**63), the occupancy a finite number in
         [0, 1], the fingerprint ``sha256:`` + 64 lowercase hex digits, the limiter a known word. Instruction
         classes this version does not know are kept (a newer version's survive), but their names must be
         identifiers and their counts ints. ValueError("<field>: <reason>") otherwise."""
         if not isinstance(data, Mapping):
             raise ValueError(f"profile: expected an object, not {type(data).__name__}")
         expected = [f for f in cls.__dataclass_fields__]
-        unknown = sorted(str(k) for k in data if k not in expected)
-        if unknown:
-            raise ValueError(f"profile: unknown field(s) {', '.join(repr(k) for k in unknown)[:_MAX_TEXT]}")
+        # fields a newer version adds are kept by the lock entry that holds this data (the entry is rewritten
+        # as it was read); here they must only be named like fields
+        odd = sorted(str(k) for k in data if k not in expected and not (isinstance(k, str) and k.isidentifier()))
+        if odd:
+            raise ValueError(f"profile: field names must be identifiers, got {', '.join(map(repr, odd))[:_MAX_TEXT]}")
         missing = [f for f in expected if f not in data]
         if missing:
             raise ValueError(f"{missing[0]}: missing")
