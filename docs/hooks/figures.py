@@ -166,12 +166,15 @@ ARCH_NODES = [
                              "execution/)"),
     ("lock", 0, 5, "pass", "lock: per-device lockfile, winner + runners-up + samples + stored source (lock/)"),
     ("gate", 1, 5, "warn", "gate: re-time the locked winner, compare, probes, verdict (gate/)"),
+    ("static", 1, 4, "warn", "static gate without the GPU: rebuild the locked winner per architecture, profile "
+                             "its binary (static/), compare with the lock's (gate/static.py)"),
     ("report", 1, 6, "skip", "summary table, JSON report, Markdown job summary, plots (plugin/report.py)"),
 ]
 ARCH_EDGES = [
     ("marker", "lifecycle", "settings"), ("api", "lifecycle", ""), ("lifecycle", "strategy", "tune"),
     ("strategy", "evaluator", "propose / told"), ("strategy", "pool", "candidates"), ("pool", "worker", "binaries"),
     ("worker", "lock", "winner"), ("lock", "gate", "entry"), ("gate", "report", "verdict"),
+    ("lock", "static", "profile"), ("static", "report", "verdict"),
 ]
 
 

@@ -13,10 +13,12 @@ from example_kernels.triton_softmax import (SOFTMAX_PARAMS, SOFTMAX_RESTRICTIONS
 
 
 # Interpreter timings are Python running every program of the grid: on a shared 2-core machine three
-# consecutive gates of this kernel read -3.7 %, +13.6 % and +56.3 % against its lock. The gate there catches only
-# gross regressions (tolerance 1.0: twice as slow), and the machine probes recorded with the entry tell a
-# loaded or other machine from a slower kernel. On a GPU lock, tighten it to the usual 0.10-0.15.
-@pytest.mark.tune(params=SOFTMAX_PARAMS, restrictions=SOFTMAX_RESTRICTIONS, budget=12, tolerance=1.0,
+# consecutive gates of this kernel read -3.7 %, +13.6 % and +56.3 % against its lock, and say nothing about a
+# GPU. So without a GPU the interpreter proves the kernel's result and reports its timing as information
+# (--autotune-interpreter-timing=info); the performance verdict is the static gate's: the binary Triton builds
+# for each architecture in autotune.lock/ (a GPU lock's entry, or the static baselines in autotune.lock/static/)
+# against the profile recorded there.
+@pytest.mark.tune(params=SOFTMAX_PARAMS, restrictions=SOFTMAX_RESTRICTIONS, budget=12,
                   measure={"min_iterations": 5, "max_iterations": 10})
 def test_softmax(autotune):
     n_rows, n_cols = SOFTMAX_SHAPE

@@ -41,6 +41,7 @@ class KernelCall:
     # GPU kernels only: build a configuration for an architecture as a runner would, without a GPU
     # (``(params, arch, runner name) -> static.build.BuiltKernel``): the static gate's evidence
     static_build: Callable[[Mapping[str, Any], int, str | None], Any] | None = None
+    lang: str = ""  # "cuda", "opencl", "c", ... for source kernels; "triton"; "" for the others
 
 
 def _static_build(runner: str | None, spec: Any, params: Mapping[str, Any], arch: int) -> Any:
@@ -96,7 +97,7 @@ def source_call(spec: KernelSpec, settings: TuneSettings, label: str, *, runner:
         probe_make=(lambda probe: make_runner(probe, runner=runner, measure=probe_measure(), **options))
         if language is not None and language.gpu_probes else None,
         static_build=(lambda params, arch, tuned_with: _static_build(tuned_with or runner, spec, params, arch))
-        if spec.lang == "cuda" else None)
+        if spec.lang == "cuda" else None, lang=spec.lang)
 
 
 def function_call(launch: Callable[[Mapping[str, Any]], Any], settings: TuneSettings, label: str, *,
@@ -137,7 +138,8 @@ def triton_call(call: Any, settings: TuneSettings, label: str, grid: Any, *, ato
     return KernelCall(label, hashes, inputs, lambda: call.runner(measure, **options), source=source,
                       make_locked_runner=lambda code, entry: call.locked_runner(code, measure, **options),
                       problem=describe_problem(call.problem_size, described),
-                      static_build=lambda params, arch, _tuned_with: _static_build("triton", call.spec, params, arch))
+                      static_build=lambda params, arch, _tuned_with: _static_build("triton", call.spec, params, arch),
+                      lang="triton")
 
 
 def replay_call(path: Path, recorded: Any, settings: TuneSettings, label: str, *, scale: float = 1.0,

@@ -52,7 +52,7 @@ from .outcome import TUNE_STATUS, Action, KernelResult, Mode, Outcome, Status, S
 from .recording import build_entry, rewrite_reasons
 from .scratch import ScratchCache, fingerprint
 from ..lock.devices import device_arch
-from .static_gate import StaticGate, StaticTarget, build_profile, static_targets
+from .static_gate import StaticGate, StaticTarget, build_profile, compile_triton, static_targets
 from .settings import Options, TuneSettings
 
 __all__ = ["KernelLifecycle"]
@@ -116,6 +116,12 @@ class KernelLifecycle:
     # -- check ------------------------------------------------------------------------
     def _run(self, k: KernelCall) -> KernelResult:
         opts = self.options
+        if opts.compile_archs and k.lang == "triton":  # --autotune-compile: Triton's compiler for each target
+            outcome = compile_triton(k, self.settings, opts, self.host.test)
+            self._row = outcome.row
+            if outcome.action is not Action.PASS:
+                raise _Stop(outcome.action, outcome.message)
+            return outcome.result  # type: ignore[return-value]
         try:
             runner = k.make_runner()
         except BackendUnavailable as exc:
@@ -169,7 +175,7 @@ class KernelLifecycle:
                 return self._tune(k, key, runner, path, device, entry, renamed[0] if renamed else None)
             if not usable:
                 if self._static_rows and self._static_failure is None:  # gated by its binaries alone
-                    return self._static_result(k)
+                    return self._verified_in_interpreter(k, runner, path)
                 self._not_gated(k.label, key, path, check)
             result = self._gate(k, entry, runner, path, check)  # type: ignore[arg-type]
             if self._static_failure is not None:
@@ -528,8 +534,22 @@ class KernelLifecycle:
         except (AutotuneError, ValueError):
             return None  # no compiler or disassembler beside the GPU: the timing alone decides
 
-    def _static_result(self, k: KernelCall) -> KernelResult:
-        return StaticGate(self.settings, self.options, self.host.test).result(k, self._static_targets_seen)
+    def _verified_in_interpreter(self, k: KernelCall, runner: Any, path: Path) -> KernelResult:
+        """No interpreter lock entry to time against, but GPU locks: the locked configuration is run once in the
+        interpreter, which proves it still computes the right result (its timing is no evidence of anything)."""
+        result = StaticGate(self.settings, self.options, self.host.test).result(k, self._static_targets_seen)
+        m = evaluate_once(runner, result.params, keep_outputs=True)
+        if not m.ok:
+            message = (f"autotune: {self.host.test}::{k.label}: the locked configuration {result.params} no longer "
+                       f"works in Triton's interpreter ({m.failure}): {m.detail.strip()[:2000]}")
+            self._record(k.label, Mode.GATE, Status.BROKEN, params=result.params, message=message,
+                         lockfile=str(path))
+            raise _fail(message)
+        self._record(k.label, Mode.GATE, Status.INFO, params=result.params, time_ms=m.value, lockfile=str(path),
+                     note="verified in the interpreter; no interpreter lock to time it against",
+                     message="the locked configuration computes the right result in Triton's interpreter")
+        return KernelResult(k.label, "static", result.params, TimingStats.from_samples(m.samples or [m.value]),
+                            m.extra.get("outputs"), None, None, {})
 
     # -- helpers ------------------------------------------------------------------------
     def _in_declared_order(self, params: Mapping[str, Any]) -> dict[str, Any]:

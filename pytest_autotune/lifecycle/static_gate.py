@@ -37,7 +37,8 @@ from ..lock.devices import device_arch
 from .outcome import KernelResult, Mode, Outcome, Status, SummaryRow
 from .settings import Options, TuneSettings
 
-__all__ = ["StaticTarget", "static_targets", "StaticGate", "build_profile", "record_static_baselines"]
+__all__ = ["StaticTarget", "static_targets", "StaticGate", "build_profile", "record_static_baselines",
+           "compile_triton"]
 
 _NAN = float("nan")
 
@@ -175,8 +176,10 @@ class StaticGate:
             return _Checked(self._row(k, t, Status.PASS, f"pass (static): binary identical to the "
                                       f"{t.what}'s{tools}{earlier}", started, **fields))
         failed = static_decision(comparison, self.options.static)
-        fix = (f"tune it on a {t.device} (pytest --autotune {self.test.split('::')[0]}), or, if the change was "
-               f"reviewed, accept it: pytest --autotune-accept-static {self.test.split('::')[0]}")
+        where = self.test.split("::")[0]
+        again = (f"record the baseline again (pytest --autotune-compile=sm_{t.arch} --autotune-record-static "
+                 f"{where})" if t.baseline is not None else f"tune it on a {t.device} (pytest --autotune {where})")
+        fix = f"{again}, or, if the change was reviewed, accept it: pytest --autotune-accept-static {where}"
         if comparison.verdict is StaticVerdict.WORSE:
             message = (f"REGRESSION (static): {comparison.line()}; the {t.what}'s "
                        + (f"timing ({t.entry.median:.4g} ms on {t.device}) " if t.entry is not None else "profile ")
@@ -218,7 +221,7 @@ class StaticGate:
         what = comparison.line() if comparison is not None else "no profile before"
         return _Checked(self._row(k, t, Status.ACCEPTED, f"accepted (static): {what}; the {t.what} now "
                                   "holds today's binary profile" + (", its timing kept" if t.entry else ""),
-                                  started, params=params, note=f"accepted: {what}",
+                                  started, params=params, note=f"accepted: {what}", lock_written=True,
                                   static={**(comparison.as_dict() if comparison else {}), "now": now.to_dict()}))
 
 
@@ -244,3 +247,54 @@ def record_static_baselines(k: KernelCall, test: str, archs: Sequence[int], chos
         lines.append(f"sm_{cc}: recorded in {path.name} ({profile.registers} registers, occupancy {occupancy}, "
                      f"{profile.instructions.get('total', 0)} instructions)")
     return lines
+
+
+def compile_triton(k: KernelCall, settings: TuneSettings, options: Options, test: str) -> Outcome:
+    """``--autotune-compile`` for a Triton kernel: build, for each architecture, the configuration it ships with
+    there (its GPU lock entry's winner, else the first configuration of its space under that architecture's
+    limits) with Triton's own compiler for that target, no GPU; ``--autotune-record-static`` records it."""
+    chosen: dict[int, dict[str, Any]] = {}
+    origins: dict[int, str] = {}
+    problems: list[str] = []
+    try:
+        locked = {t.arch: t for t in static_targets(options.lockdir, test, k.label) if t.baseline is None}
+    except LockfileError as exc:
+        return Outcome.failed(f"autotune: {exc}")
+    s = settings
+    for cc in options.compile_archs:
+        constants = {**arch_limits(cc), **s.constants}
+        try:
+            if cc in locked:
+                chosen[cc] = declared_configuration(locked[cc].params, s.params, s.restrictions, constants,
+                                                    where="params")
+                origins[cc] = "lock entry"
+            else:
+                from ..space import SearchSpace
+
+                space = SearchSpace(s.params, s.restrictions, constants, max_configurations=s.max_configurations)
+                if not len(space):
+                    problems.append(f"sm_{cc}: no configuration of the space fits sm_{cc}'s limits")
+                    continue
+                chosen[cc], origins[cc] = space.get(0), "first configuration"
+            built = k.static_build(chosen[cc], cc, "triton")  # type: ignore[misc]
+        except BackendUnavailable as exc:  # the check was asked for: without Triton's compiler it fails
+            return Outcome.failed(f"autotune: --autotune-compile: {k.label}: {exc}")
+        except (AutotuneError, SearchSpaceError) as exc:
+            problems.append(f"sm_{cc} {chosen.get(cc, {})}: {str(exc).splitlines()[0] if str(exc) else exc}")
+            chosen.pop(cc, None)
+            continue
+        del built  # compiled: that is the check; the profile is built again only when recorded
+    recorded = record_static_baselines(k, test, [cc for cc in options.compile_archs if cc in chosen], chosen,
+                                       origins, "triton", options.lockdir) if options.record_static else []
+    params = next(iter(chosen.values()), {})
+    row = SummaryRow.make(test, k.label, Mode.COMPILE, Status.COMPILE_FAILED if problems else Status.COMPILED,
+                          params=params, evaluations=len(chosen) + len(problems),
+                          budget=len(options.compile_archs), strategy="triton",
+                          message="; ".join(problems),
+                          **({"note": "static baseline: " + "; ".join(recorded)} if recorded else {}))
+    if problems:
+        return Outcome.failed(f"autotune: {test}::{k.label} does not build: " + "; ".join(problems), row)
+    nan = float("nan")
+    return Outcome.passed(KernelResult(k.label, "compile", dict(params),
+                                       TimingStats(median=nan, mean=nan, min=nan, max=nan, iqr=nan, n=0, samples=[])),
+                          row)

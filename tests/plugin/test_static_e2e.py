@@ -163,3 +163,27 @@ def test_a_static_baseline_gates_a_kernel_never_tuned_on_a_gpu(project: pytest.P
     result, rows = run_report(project)
     result.assert_outcomes(failed=1)
     assert rows[KEY]["status"] == "WORSE" and "static baseline" in failure_text(result)
+
+
+def test_the_timed_gate_on_the_gpu_shows_the_static_evidence(project: pytest.Pytester,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A slowdown with the lock's very binary and toolchain is the machine, the data or the driver: the timed
+    gate's message says so (the stand-in's kernel made 3x slower, the code unchanged)."""
+    import fake_cuda
+
+    _static_tools()
+    state = fake_cuda.State()
+    for name, module in fake_cuda.make_cupy(state).items():
+        monkeypatch.setitem(sys.modules, name, module)
+        if getattr(module, "__spec__", None) is None:
+            monkeypatch.setattr(module, "__spec__", importlib.machinery.ModuleSpec(name, None), raising=False)
+    project.makefile(".cu", vadd=BASE)
+    project.makepyfile(test_vadd=TEST)
+    run(project, "--autotune").assert_outcomes(passed=1)
+    cuda = sys.modules["cupy"].cuda
+    monkeypatch.setattr(cuda, "get_elapsed_time", lambda start, end: 0.75 if state.launches[-1][0][0] in (16, 32)
+                        else 0.25)
+    result, rows = run_report(project)
+    result.assert_outcomes(failed=1)
+    assert rows[KEY]["mode"] == "gate" and rows[KEY]["static"]["verdict"] == "identical", rows[KEY]
+    assert "binary and toolchain identical to the lock's" in failure_text(result)
