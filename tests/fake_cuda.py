@@ -591,3 +591,18 @@ def make_pycuda(state: State) -> dict[str, types.ModuleType]:
     pycuda.driver, pycuda.compiler = drv, comp
     pycuda.VERSION_TEXT = "2024.1+fake"
     return {"pycuda": pycuda, "pycuda.driver": drv, "pycuda.compiler": comp}
+
+
+def install_cupy(monkeypatch, state: "State | None" = None) -> tuple["State", list[str]]:
+    """Put the CuPy stand-in into ``sys.modules`` for one test (``monkeypatch`` undoes it): the state and the
+    module names. Each module gets a ``__spec__``, so ``importlib.util.find_spec`` finds it as an installed CuPy."""
+    import importlib.machinery
+    import sys
+
+    state = state or State()
+    modules = make_cupy(state)
+    for name, module in modules.items():
+        monkeypatch.setitem(sys.modules, name, module)
+        if getattr(module, "__spec__", None) is None:
+            monkeypatch.setattr(module, "__spec__", importlib.machinery.ModuleSpec(name, None), raising=False)
+    return state, list(modules)

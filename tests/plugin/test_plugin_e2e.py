@@ -1557,11 +1557,7 @@ def test_gpu_entries_record_device_probes_through_the_kernels_runner(project: py
     import fake_cuda
     from tests.backends.test_runner_cuda import VADD
 
-    state = fake_cuda.State()
-    for name, module in fake_cuda.make_cupy(state).items():
-        monkeypatch.setitem(sys.modules, name, module)
-        if getattr(module, "__spec__", None) is None:  # found by importlib.util.find_spec, as an installed CuPy is
-            monkeypatch.setattr(module, "__spec__", importlib.machinery.ModuleSpec(name, None), raising=False)
+    state, _ = fake_cuda.install_cupy(monkeypatch)
     project.makefile(".cu", vadd=VADD.replace("#if STATIC_SMEM", "#if 0"))
     project.makepyfile(test_vadd=CUDA_VADD_TEST)
     run(project, "--autotune").assert_outcomes(passed=1)

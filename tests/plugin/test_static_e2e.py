@@ -3,7 +3,6 @@ gated by plain pytest on a machine without CuPy: identical, comment-only, worse 
 warned; and the static baseline recorded by ``--autotune-compile --autotune-record-static``."""
 from __future__ import annotations
 
-import importlib.machinery
 import json
 import sys
 
@@ -65,11 +64,7 @@ def tuned(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.P
     import fake_cuda
 
     _static_tools()
-    modules = fake_cuda.make_cupy(fake_cuda.State())
-    for name, module in modules.items():
-        monkeypatch.setitem(sys.modules, name, module)
-        if getattr(module, "__spec__", None) is None:
-            monkeypatch.setattr(module, "__spec__", importlib.machinery.ModuleSpec(name, None), raising=False)
+    _, modules = fake_cuda.install_cupy(monkeypatch)
     project.makefile(".cu", vadd=BASE)
     project.makepyfile(test_vadd=TEST)
     run(project, "--autotune").assert_outcomes(passed=1)
@@ -172,11 +167,7 @@ def test_the_timed_gate_on_the_gpu_shows_the_static_evidence(project: pytest.Pyt
     import fake_cuda
 
     _static_tools()
-    state = fake_cuda.State()
-    for name, module in fake_cuda.make_cupy(state).items():
-        monkeypatch.setitem(sys.modules, name, module)
-        if getattr(module, "__spec__", None) is None:
-            monkeypatch.setattr(module, "__spec__", importlib.machinery.ModuleSpec(name, None), raising=False)
+    state, _ = fake_cuda.install_cupy(monkeypatch)
     project.makefile(".cu", vadd=BASE)
     project.makepyfile(test_vadd=TEST)
     run(project, "--autotune").assert_outcomes(passed=1)
