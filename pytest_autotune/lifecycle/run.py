@@ -486,8 +486,9 @@ class KernelLifecycle:
             raise _fail(f"autotune: {exc} (the file was left untouched; fix or delete it)") from None
 
     def _static_only(self, k: KernelCall) -> KernelResult | None:
-        """A GPU kernel on a machine without a usable GPU: its static verdicts, or None (nothing locked on a GPU)."""
-        targets = self._static_targets(k)
+        """A GPU kernel on a machine without a usable GPU: its static verdicts, or None (nothing locked on a GPU;
+        or a GPU job, ``--autotune-require-device``, whose GPU is missing: that must fail, not pass on evidence)."""
+        targets = self._static_targets(k) if not self.options.require_device else []
         if not targets:
             return None
         gate = StaticGate(self.settings, self.options, self.host.test)

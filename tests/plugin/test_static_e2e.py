@@ -178,3 +178,9 @@ def test_the_timed_gate_on_the_gpu_shows_the_static_evidence(project: pytest.Pyt
     result.assert_outcomes(failed=1)
     assert rows[KEY]["mode"] == "gate" and rows[KEY]["static"]["verdict"] == "identical", rows[KEY]
     assert "binary and toolchain identical to the lock's" in failure_text(result)
+
+
+def test_a_gpu_job_without_its_gpu_fails_even_where_the_binary_would_pass(tuned: pytest.Pytester) -> None:
+    result, rows = run_report(tuned, "--autotune-require-device")
+    result.assert_outcomes(failed=1)
+    assert rows[KEY]["status"] == "no device" and "--autotune-require-device" in failure_text(result)
