@@ -54,25 +54,28 @@ class Kernels:
     @classmethod
     def create(cls, test: str, *, params: Any, restrictions: Any = None, mode: str | None = None,
                lockdir: str | Path = DEFAULTS.LOCKDIR, missing: str = DEFAULTS.MISSING,
-               incomparable: str = DEFAULTS.INCOMPARABLE,
+               incomparable: str = DEFAULTS.INCOMPARABLE, static: str = DEFAULTS.STATIC,
                ranking: bool = False, fresh: bool = False, scratch_dir: str | Path | None = None,
                host: Host | None = None, **marker: Any) -> "Kernels":
         """From the marker's arguments (``params``, ``restrictions``, ``strategy``, ``budget``, ``tolerance``,
         ``alpha``, ``seed``, ``constants``, ``measure``; validated as the marker is) and the run's options:
-        ``mode`` ``None`` gates, ``"all"`` tunes and locks, ``"missing"`` tunes what has no valid entry."""
+        ``mode`` ``None`` gates, ``"all"`` tunes and locks, ``"missing"`` tunes what has no valid entry; ``static``
+        is the static gate's policy where the kernel's GPU is missing (``--autotune-static``)."""
         if mode not in _MODES:
             raise ValueError(f"mode={mode!r}: use None (gate), 'all' (tune and lock) or 'missing'")
         if missing not in MISSING_POLICIES:
             raise ValueError(f"missing={missing!r}: use one of {', '.join(MISSING_POLICIES)}")
         if incomparable not in INCOMPARABLE_POLICIES:
             raise ValueError(f"incomparable={incomparable!r}: use one of {', '.join(INCOMPARABLE_POLICIES)}")
+        if static not in DEFAULTS.STATIC_POLICIES:
+            raise ValueError(f"static={static!r}: use one of {', '.join(DEFAULTS.STATIC_POLICIES)}")
         settings = parse_marker((), {"params": params, "restrictions": restrictions or [], **marker}, {})
         lockdir = Path(lockdir)
         scratch = Path(scratch_dir) if scratch_dir is not None else \
             Path(tempfile.gettempdir()) / "pytest-autotune-scratch"
         options = Options(mode=mode, missing=missing, fresh=fresh, lockdir=lockdir, scratch_dir=scratch,
                           ranking=ranking, report=None, plots=None, devices=[], defaults={},
-                          incomparable=incomparable)
+                          incomparable=incomparable, static=static)
         return cls(settings, options, host or Host(test))
 
     # -- the four kinds of kernel ------------------------------------------------------
@@ -165,7 +168,8 @@ def gate_kernel(source: Any, kernel_name: str, problem_size: Any, args: Sequence
 
     ``params``/``restrictions``/``constants`` (and ``measure=``, ``seed=``, the other marker arguments) are the tune
     marker's, the rest what ``autotune.kernel`` takes (``expected=``, ``runner=``, ``name=``, ...). A missing entry fails by default (``missing="skip"`` to skip).
-    The outcome's ``action`` says pass, fail or skip; ``message`` why; ``row`` the summary row.
+    The outcome's ``action`` says pass, fail or skip; ``message`` why; ``row`` the summary row (``rows`` all of
+    them: the static gate adds one per architecture).
     """
     marker = {name: kernel.pop(name) for name in list(kernel) if name in MARKER_ARGS}  # measure=, seed=, ...
     kernels = Kernels.create(test, params=params, restrictions=restrictions, lockdir=lockdir, missing=missing,

@@ -107,6 +107,9 @@ def test_options_are_checked_where_they_are_given() -> None:
         Kernels.create("t", params=PARAMS, mode="often")
     with pytest.raises(ValueError, match="missing='ignore'"):
         Kernels.create("t", params=PARAMS, missing="ignore")
+    with pytest.raises(ValueError, match="static='strict'.*fail-on-worse"):
+        Kernels.create("t", params=PARAMS, static="strict")
+    assert Kernels.create("t", params=PARAMS, static="warn").options.static == "warn"
     from pytest_autotune.lifecycle import MarkerError
 
     with pytest.raises(MarkerError) as info:
