@@ -22,7 +22,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any, Callable
 
-STEPS = ("install", "env", "gpu_tests", "tune", "cubins", "gate", "lockfile", "compile", "ncu", "pycuda",
+STEPS = ("install", "env", "gpu_tests", "tune", "cubins", "gate", "static", "lockfile", "compile", "ncu", "pycuda",
          "nvrtc_tests")
 TUNE_GOOD = ("first lock", "new winner", "kept lock")
 GATE_GOOD = ("pass", "faster", "stale-ranking")
@@ -226,13 +226,36 @@ def verdict_cubins(tune: Any, nodev: str | None) -> tuple[str, str]:
     return "OK", f"{loaded} compiled-ahead cubin(s) loaded, 0 fallbacks"
 
 
+def verdict_static(report: Any, nodev: str | None) -> tuple[str, str]:
+    """The static gate with the GPU hidden: every kernel's rebuilt binary is the one the tune recorded."""
+    if report is None:
+        return "FAILED", "no JSON report (the static step did not finish: time limit or crash; see its log)"
+    rows = report.get("kernels") or []
+    static = [r for r in rows if r.get("mode") == "static"]
+    if not static:
+        if nodev:
+            return "NO DEVICE", _short(nodev, 200)
+        first = rows[0] if rows else {}
+        return "FAILED", _short(f"no static row (no lock entry with a static profile?): {first.get('kernel')}: "
+                                f"{first.get('status')}: {first.get('message')}", 300)
+    bad = [r for r in static if r.get("status") != "pass"]
+    text = ", ".join(f"{r.get('kernel')}@{r.get('arch')}: {r.get('status')}" for r in static)
+    if bad:
+        return "FAILED", _short(f"{text}; {bad[0].get('kernel')}: {bad[0].get('message')}", 400)
+    seconds = max(float(r.get("seconds") or 0) for r in static)
+    return "OK", _short(f"{text} (at most {seconds:.2f} s a kernel)", 300)
+
+
 def verdict_lockfile(workdir: Path, nodev: str | None) -> tuple[str, str]:
     locks = sorted((workdir / "autotune.lock").glob("nvidia*.json"))
     if not locks:
         return ("NO DEVICE", "no nvidia-*.json lockfile written") if nodev else ("FAILED", "no nvidia-*.json written")
     data = read_json(locks[0]) or {}
     versions = (data.get("device") or {}).get("versions")
-    return "OK", _short(f"{locks[0].name}: {len(data.get('entries') or {})} entries, versions {versions}", 300)
+    entries = data.get("entries") or {}
+    profiled = sum(1 for e in entries.values() if isinstance(e, dict) and e.get("static"))
+    return "OK", _short(f"{locks[0].name}: {len(entries)} entries ({profiled} with a static profile), versions "
+                        f"{versions}", 300)
 
 
 def verdicts(workdir: Path) -> dict[str, tuple[str, str]]:
@@ -258,6 +281,7 @@ def verdicts(workdir: Path) -> dict[str, tuple[str, str]]:
     out["tune"] = verdict_rows(tune, TUNE_GOOD, "the tune step", nodev)
     out["cubins"] = verdict_cubins(tune, nodev)
     out["gate"] = verdict_rows(read_json(w / "gate.json"), GATE_GOOD, "the gate step", nodev)
+    out["static"] = verdict_static(read_json(w / "static.json"), nodev)
     out["lockfile"] = verdict_lockfile(w, nodev)
     compile_report = read_json(w / "compile.json")
     if env is not None and env.get("nvrtc_unavailable"):

@@ -81,11 +81,15 @@ cat "$OUT/env.txt" | cut -c1-200 | head -n 30
 pstep gpu_tests 150 -m gpu -k "not pycuda" --junitxml="$W/gpu_tests.xml" \
   tests/backends/test_gpu_cuda.py tests/backends/test_runner_cuda.py tests/execution/test_compile_pool.py
 
-# 4-6. the example project's CUDA kernels: tune (CuPy runner, NVRTC compile workers), gate, compile-check
+# 4-6. the example project's CUDA kernels: tune (CuPy runner, NVRTC compile workers), gate, static gate,
+# compile-check
 cd "$ROOT/example_project"; export PYTHONPATH=$ROOT/example_project/src${PYTHONPATH:+:$PYTHONPATH}
 EX="tests/test_cuda_kernels.py --autotune-require-device"
 pstep tune 170 $EX --autotune --autotune-compile-workers=8 --autotune-report="$W/tune.json" --autotune-plots="$W/plots"
 pstep gate 70 $EX --autotune-missing=fail --autotune-report="$W/gate.json"
+# the static gate as a CPU runner sees these locks: the GPU hidden, each locked winner rebuilt and compared with
+# the profile the tune recorded (all "pass": the lock's very binary)
+CUDA_VISIBLE_DEVICES= pstep static 60 tests/test_cuda_kernels.py --autotune-report="$W/static.json"
 pstep compile 120 tests/test_cuda_kernels.py --autotune-compile=sm_80,sm_90,sm_100,sm_120 \
   --autotune-compile-sample=6 --autotune-report="$W/compile.json"
 mkdir -p "$W/autotune.lock"; cp autotune.lock/*.json "$W/autotune.lock/" 2>/dev/null

@@ -52,6 +52,8 @@ def good_run(tmp_path: Path) -> Path:
     write(w, "tune.json", {"kernels": [row("matmul", "first lock", compile_ahead=ahead),
                                        row("vector_add", "new winner", compile_ahead=ahead)]})
     write(w, "gate.json", {"kernels": [row("matmul", "pass"), row("vector_add", "faster")]})
+    write(w, "static.json", {"kernels": [row("matmul", "pass", mode="static", arch="sm_90", seconds=0.8),
+                                         row("vector_add", "pass", mode="static", arch="sm_90", seconds=0.6)]})
     write(w, "compile.json", {"kernels": [row("matmul", "compiled"), row("vector_add", "compiled")]})
     (w / "autotune.lock").mkdir()
     write(w / "autotune.lock", "nvidia-h100-80gb-hbm3.json", {"device": {"versions": {"driver": "13.0"}},
@@ -96,6 +98,16 @@ def test_reports_missing_or_failing_are_failures_whatever_the_exit_codes(good_ru
     assert result["tune"][0] == "FAILED" and "every configuration failed" in result["tune"][1]
 
 
+def test_the_static_step_needs_every_rebuilt_binary_identical(good_run: Path) -> None:
+    assert gpu_check.verdicts(good_run)["static"][0] == "OK"
+    write(good_run, "static.json", {"kernels": [row("matmul", "changed", mode="static", arch="sm_90",
+                                                    message="changed (static): registers 64 -> 72")]})
+    verdict = gpu_check.verdicts(good_run)["static"]
+    assert verdict[0] == "FAILED" and "registers 64 -> 72" in verdict[1]
+    write(good_run, "static.json", {"kernels": [row("matmul", "no device", message="no lock entry")]})
+    assert gpu_check.verdicts(good_run)["static"][0] == "FAILED"  # the tune recorded no profile
+
+
 def test_skipped_gpu_tests_are_not_ok(good_run: Path) -> None:
     junit(good_run / "gpu_tests.xml", {"test_a": "skipped"})
     assert gpu_check.verdicts(good_run)["gpu_tests"][0] == "FAILED"
@@ -107,10 +119,11 @@ def test_no_device_run(good_run: Path) -> None:
     nodev = {"status": "no device", "message": "no usable device for this kernel: cudaErrorInsufficientDriver"}
     write(good_run, "tune.json", {"kernels": [row("matmul", **nodev)]})
     write(good_run, "gate.json", {"kernels": [row("matmul", **nodev)]})
+    write(good_run, "static.json", {"kernels": [row("matmul", **nodev)]})
     shutil.rmtree(good_run / "autotune.lock")
     write(good_run, "ncu.json", {"available": True, "ok": False, "metrics_error": "no CUDA device"})
     result = gpu_check.verdicts(good_run)
-    for step in ("env", "gpu_tests", "tune", "cubins", "gate", "lockfile", "ncu"):
+    for step in ("env", "gpu_tests", "tune", "cubins", "gate", "static", "lockfile", "ncu"):
         assert result[step][0] == "NO DEVICE", (step, result[step])
     assert "cudaErrorInsufficientDriver" in result["env"][1]
     assert result["compile"][0] == result["nvrtc_tests"][0] == "OK"  # no device needed
