@@ -2,10 +2,12 @@
 marker, the lifecycle's script entry points and the engine's ``tune()``."""
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 
 __all__ = ["STRATEGY", "BUDGET", "TOLERANCE", "ALPHA", "LOCKDIR", "MISSING", "INCOMPARABLE", "is_tolerance", "is_alpha",
            "TOLERANCE_RANGE", "ALPHA_RANGE", "STATIC", "STATIC_POLICIES", "STATIC_TOLERANCE",
-           "INTERPRETER_TIMING", "INTERPRETER_TIMING_POLICIES"]
+           "INTERPRETER_TIMING", "INTERPRETER_TIMING_POLICIES", "Effort", "EFFORT", "EFFORTS", "effort"]
 
 STRATEGY = "auto"
 """The search strategy of a marker without ``strategy=`` (see :mod:`.strategies.auto`)."""
@@ -48,3 +50,69 @@ def is_alpha(value: float) -> bool:
     """A usable significance level: strictly between 0 and 1."""
     low, high = ALPHA_RANGE
     return low < value < high
+
+
+@dataclass(frozen=True)
+class Effort:
+    """How much a tuning spends, in one place: the search's share of the budget, and how much of what follows the
+    search (finalists re-timed, their rounds, runners-up kept, the lock's rounds beside the probes) it keeps.
+
+    ``full`` is the marker's budget and every default as it is. ``quick`` is for a developer who wants a good
+    configuration in a minute: a small search that starts from other devices' winners and the scratch cache, half
+    of everything after it, and no paused lock rounds; its entry says ``"effort": "quick"`` and a later full
+    tuning replaces it. The engine (``tune()``), the lifecycle and the lock's rounds (:mod:`.gate.rounds` callers)
+    all read their sizes from here."""
+
+    name: str
+    budget_share: float = 1.0  # of the marker's budget (evaluations or seconds)
+    max_evaluations: int | None = None  # a cap on the search's evaluations
+    least_evaluations: int = 1  # a floor under the share (a share of a small budget is no search)
+    max_seconds: float | None = None  # a cap on a time budget
+    after_search_share: float = 1.0  # finalists, their rounds, runners-up and the lock's rounds, scaled alike
+    lock_pauses: bool = True  # the lock's further rounds after pauses (see gate.rounds.lock_pauses)
+    warm_start_always: bool = False  # other devices' winners as seeds even where this device has an entry
+
+    def evaluations(self, n: int | None) -> int | None:
+        """The search's evaluations out of a budget of ``n`` (None: no limit by count)."""
+        if n is None:
+            return self.max_evaluations
+        scaled = max(min(n, self.least_evaluations), math.ceil(n * self.budget_share))
+        return min(scaled, self.max_evaluations) if self.max_evaluations is not None else scaled
+
+    def seconds(self, s: float | None) -> float | None:
+        """The search's seconds out of a time budget of ``s`` (None: no limit by time)."""
+        if s is None:
+            return None
+        scaled = s * self.budget_share
+        return min(scaled, self.max_seconds) if self.max_seconds is not None else scaled
+
+    def scaled(self, n: int, least: int = 1) -> int:
+        """``n`` finalists, rounds or runners-up at this effort (never under ``least``, never over ``n``)."""
+        return n if self.after_search_share >= 1.0 else min(n, max(least, math.ceil(n * self.after_search_share)))
+
+    @property
+    def recorded(self) -> bool:
+        """Whether the lock entry names this effort (a full tuning's entry stays as it always was)."""
+        return self.name != EFFORT
+
+
+EFFORT = "full"
+"""The effort of a run without ``--autotune-effort``."""
+EFFORTS = {
+    "full": Effort("full"),
+    # a quarter of the budget (at least 8 evaluations, at most 20, or 30 s); half of the finalists, rounds and
+    # runners-up
+    "quick": Effort("quick", budget_share=0.25, max_evaluations=20, least_evaluations=8, max_seconds=30.0,
+                    after_search_share=0.5,
+                    lock_pauses=False, warm_start_always=True),
+}
+
+
+def effort(name: "str | Effort") -> Effort:
+    """The :class:`Effort` named ``name`` (ValueError naming the choices for another)."""
+    if isinstance(name, Effort):
+        return name
+    try:
+        return EFFORTS[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"effort {name!r}: choose from {', '.join(EFFORTS)}") from None

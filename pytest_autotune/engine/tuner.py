@@ -131,6 +131,7 @@ class TuneOptions:
     early_stop: bool = True  # and the runner's measure options: a search stops early only where both allow it
     stop_systematic: bool = True
     cluster: Any = None
+    effort: str = DEFAULTS.EFFORT  # "quick": a small search, fewer finalists and rounds (:class:`~..defaults.Effort`)
 
 
 _UNSET: Any = object()
@@ -149,7 +150,8 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
          confirm_top: int = _UNSET, batch_size: int = _UNSET,
          prefetch: Callable[[list[dict[str, Any]]], None] | None = None,
          compile_workers: int | None = _UNSET, early_stop: bool = _UNSET,
-         stop_systematic: bool = _UNSET, cluster: Any = _UNSET) -> TuneResult:
+         stop_systematic: bool = _UNSET, cluster: Any = _UNSET, effort: str = _UNSET,
+         on_confirm: Callable[[int, int], None] | None = None) -> TuneResult:
     """Search ``params`` under ``restrictions`` with ``strategy`` on ``runner``; return the verified winner.
 
     ``budget`` is a number of unique evaluations or a duration (``"90s"``).
@@ -187,13 +189,16 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
     :class:`~pytest_autotune.engine.cluster.ClusterSpec`): search on every
     device of a Ray cluster at once (:mod:`~pytest_autotune.engine.cluster`);
     the finalists are then re-timed on one device.
+    ``effort`` (``"full"``, ``"quick"``; :class:`~pytest_autotune.defaults.Effort`) scales the budget, the
+    finalists, their rounds and the runners-up kept (:func:`effort_budget`). ``on_confirm(done, total)`` is
+    called after each re-timing of a finalist (a progress line: the search's last line is not the end).
     """
     given = {name: value for name, value in (("strategy", strategy), ("budget", budget), ("seed", seed),
                                               ("keep_outputs", keep_outputs), ("runners_up", runners_up),
                                               ("confirm_rounds", confirm_rounds), ("confirm_top", confirm_top),
                                               ("batch_size", batch_size), ("compile_workers", compile_workers),
                                               ("early_stop", early_stop), ("stop_systematic", stop_systematic),
-                                              ("cluster", cluster)) if value is not _UNSET}
+                                              ("cluster", cluster), ("effort", effort)) if value is not _UNSET}
     if options is not None and given:
         raise TypeError(f"tune(): pass {', '.join(sorted(given))} in options=TuneOptions(...), or without options=")
     o = options if options is not None else TuneOptions(**given)
@@ -201,6 +206,10 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
     confirm_rounds, confirm_top, batch_size, compile_workers = o.confirm_rounds, o.confirm_top, o.batch_size, \
         o.compile_workers
     early_stop, stop_systematic, cluster = o.early_stop, o.stop_systematic, o.cluster
+    tier = DEFAULTS.effort(o.effort)
+    budget = effort_budget(budget, tier)
+    confirm_top, confirm_rounds = tier.scaled(confirm_top), tier.scaled(confirm_rounds)
+    runners_up = tier.scaled(runners_up) if runners_up else 0
     if space is None:
         if params is None:
             raise ValueError("tune() needs params (or a prebuilt space)")
@@ -222,7 +231,7 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
                                stop_systematic=stop_systematic, finish=lambda history, finishing, extra: _finish(
                                    finishing, search, space, history, incumbent=incumbent, seed=seed,
                                    keep_outputs=keep_outputs, runners_up=runners_up, confirm_top=confirm_top,
-                                   confirm_rounds=confirm_rounds, extra=extra))
+                                   confirm_rounds=confirm_rounds, extra=extra, on_confirm=on_confirm))
     with compile_ahead(runner, compile_workers) as compiling:
         batch_size, prefetch = pipelined(batch_size, prefetch, compiling, compile_workers)
         # compiling ahead (a pool, or the caller's prefetch): only as many pending as keep the device busy
@@ -236,12 +245,23 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
                               stop_systematic=stop_systematic)
         history = evaluator.run(search)
     return _finish(runner, search, space, history, incumbent=incumbent, seed=seed, keep_outputs=keep_outputs,
-                   runners_up=runners_up, confirm_top=confirm_top, confirm_rounds=confirm_rounds)
+                   runners_up=runners_up, confirm_top=confirm_top, confirm_rounds=confirm_rounds,
+                   on_confirm=on_confirm)
+
+
+def effort_budget(budget: Budget | int | str | None, effort: "str | DEFAULTS.Effort" = DEFAULTS.EFFORT) -> Budget:
+    """The search's budget at ``effort``: the budget itself at full effort; at quick a share of it, capped
+    (what a progress line's total must show, too)."""
+    b, tier = Budget.parse(budget), DEFAULTS.effort(effort)
+    if tier.budget_share >= 1.0 and tier.max_evaluations is None and tier.max_seconds is None:
+        return b
+    return Budget(max_evaluations=tier.evaluations(b.max_evaluations), max_seconds=tier.seconds(b.max_seconds))
 
 
 def _finish(runner: Runner, search: Strategy, space: SearchSpace, history: SearchHistory, *,
             incumbent: Mapping[str, Any] | None, seed: int | None, keep_outputs: bool, runners_up: int,
-            confirm_top: int, confirm_rounds: int, extra: dict[str, Any] | None = None) -> TuneResult:
+            confirm_top: int, confirm_rounds: int, extra: dict[str, Any] | None = None,
+            on_confirm: Callable[[int, int], None] | None = None) -> TuneResult:
     """After the search: confirm the finalists on ``runner``, pick and re-measure the winner."""
     ranked = history.ranked()
     if not ranked:
@@ -253,7 +273,7 @@ def _finish(runner: Runner, search: Strategy, space: SearchSpace, history: Searc
         finalists.append(defended)
     # the incumbent is re-timed even alone (every other candidate failed or was stopped early): the caller
     # compares its samples of this session with the lock's
-    confirmation = confirm(runner, [r.params for r in finalists], confirm_rounds) \
+    confirmation = confirm(runner, [r.params for r in finalists], confirm_rounds, on_confirm) \
         if len(finalists) > 1 or defended is not None else {}
     best = min(finalists, key=lambda r: _confirmed_median(confirmation, r))
     samples = confirmation.get(params_key(best.params)) or best.measurement.samples or [best.value]
@@ -294,20 +314,28 @@ def _confirmed_median(confirmation: Mapping[str, list[float]], record: Evaluatio
     return float(record.value)  # type: ignore[arg-type]
 
 
-def confirm(runner: Runner, candidates: Sequence[Mapping[str, Any]], rounds: int) -> dict[str, list[float]]:
+def confirm(runner: Runner, candidates: Sequence[Mapping[str, Any]], rounds: int,
+            on_step: Callable[[int, int], None] | None = None) -> dict[str, list[float]]:
     """Re-time ``candidates`` in ``rounds`` interleaved rounds; pooled samples per candidate.
 
     A candidate that fails in any round gets an empty list: a configuration
-    that does not run reliably is no winner.
+    that does not run reliably is no winner. ``on_step(done, total)`` follows each re-timing (one that is
+    skipped after a failure counts as done: the total stays honest).
     """
     pooled: dict[str, list[float]] = {params_key(p): [] for p in candidates}
     failed: set[str] = set()
+    total, done = max(0, rounds) * len(candidates), 0
     for _ in range(max(0, rounds)):
         for params in candidates:
             key = params_key(params)
+            done += 1
             if key in failed:
+                if on_step is not None:
+                    on_step(done, total)
                 continue
             m = runner.evaluate(params)
+            if on_step is not None:
+                on_step(done, total)
             if m.ok:
                 pooled[key].extend(m.samples or [float(m.value)])  # type: ignore[arg-type]
             else:

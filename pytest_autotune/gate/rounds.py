@@ -116,7 +116,8 @@ def _pinned_cpu() -> int | None:
 
 def best_state_rounds(measures: Sequence[Measure], probe: Probe | None, pin: Pin | None, tolerance: float,
                       rounds: int = LOCK_ROUNDS, pause_s: float = LOCK_PAUSE_S,
-                      more_pauses_s: Sequence[float] = ()
+                      more_pauses_s: Sequence[float] = (),
+                      on_round: Callable[[int, int], None] | None = None
                       ) -> tuple[list[list[float]], dict[str, Any] | None, int] | None:
     """Measure ``measures`` in ``rounds`` rounds beside the probes, then one more after each pause of
     ``more_pauses_s`` (see :func:`lock_pauses`), and keep the rounds at the machine's best.
@@ -126,12 +127,14 @@ def best_state_rounds(measures: Sequence[Measure], probe: Probe | None, pin: Pin
     the lock of the 128 KiB kernel on the CI host kept rounds at 0.33 ms when the kernel's best was 0.24 ms:
     the probes do not see every state the kernel feels.) Returns each measure's pooled samples from the kept
     rounds, the pooled probe record of those rounds, and how many were kept; None when a measure fails
-    (the caller keeps what it had)."""
+    (the caller keeps what it had). ``on_round(done, total)`` follows each round (a progress line)."""
     pauses = [pause_s if i else 0.0 for i in range(rounds)] + list(more_pauses_s)
     done: list[Round] = []
     speeds: list[float] = []
     for i, pause in enumerate(pauses):
         r = measure_round(i, measures, probe, pin, pause)
+        if on_round is not None:
+            on_round(i + 1, len(pauses))
         if r.failed is not None:
             return None
         done.append(r)

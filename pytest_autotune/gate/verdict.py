@@ -160,7 +160,8 @@ def run_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measurement: Me
              remeasure: Measure | None = None,
              machine: MachineComparison | Callable[[], MachineComparison | None] | None = None,
              probe: Probe | None = None, pin: Pin | None = None,
-             pauses_s: Sequence[float] | None = None) -> GateOutcome:
+             pauses_s: Sequence[float] | None = None,
+             on_round: Callable[[int, int], None] | None = None) -> GateOutcome:
     """Compare a fresh measurement of the locked winner with the lock, in like-for-like conditions.
 
     ``tolerance`` is a fraction (0.10 = 10 %). A first measurement within
@@ -192,6 +193,8 @@ def run_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measurement: Me
     due). It never excuses a slowdown: a slowdown the winner and its
     runner-up share is what a toolchain, header, flag or environment
     regression looks like, since it hits every configuration of the kernel.
+
+    ``on_round(done, at_most)`` follows each fresh round (a progress line; the rounds may stop before ``at_most``).
     """
     case = GateCase(kernel, nodeid, entry, tolerance, alpha)
     if not measurement.ok:
@@ -203,7 +206,7 @@ def run_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measurement: Me
         given = machine() if callable(machine) else machine
         return _judge_in_rounds(case, outcome, remeasure, given, probe, pin,
                                 ROUND_PAUSES_S if pauses_s is None else pauses_s, measure_runner_up,
-                                MORE_ROUND_PAUSES_S if pauses_s is None else ())
+                                MORE_ROUND_PAUSES_S if pauses_s is None else (), on_round=on_round)
     mc = None
     if (cmp.slower or cmp.faster) and machine is None and probe is not None:
         with pin(0) if pin is not None else nullcontext():
@@ -232,17 +235,20 @@ def run_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measurement: Me
 def _judge_in_rounds(case: GateCase, outcome: GateOutcome, remeasure: Measure, given: MachineComparison | None,
                      probe: Probe | None, pin: Pin | None, pauses: Sequence[float],
                      measure_runner_up: Callable[[Mapping[str, Any]], Measurement] | None,
-                     more_pauses: Sequence[float] = ()) -> GateOutcome:
+                     more_pauses: Sequence[float] = (), *,
+                     on_round: Callable[[int, int], None] | None = None) -> GateOutcome:
     """A suspected regression, judged in rounds beside the probes (see :func:`run_gate`): measure a round,
     add it to the evidence, stop once the evidence decides. ``more_pauses`` continue the rounds where
-    like-for-like rounds showed the slowdown but have not yet decided it (see :data:`MORE_ROUND_PAUSES_S`)."""
+    like-for-like rounds showed the slowdown but have not yet decided it (see :data:`MORE_ROUND_PAUSES_S`).
+    ``on_round(done, at_most)`` follows each round."""
     first = outcome.absolute
     assert first is not None
     evidence = RoundEvidence(case, RoundRules(LIKE_ROUNDS, ONE_CPU_ROUNDS, MIN_ROUNDS,
                                               exponent=MISMATCH_EXPONENT if given is None else 1.0))
     latest: list[float] = []  # the latest round's samples, all of them (the runners-up are timed against them)
     decision: Decision | None = None
-    for i, pause in enumerate([*pauses, *more_pauses]):
+    schedule = [*pauses, *more_pauses]
+    for i, pause in enumerate(schedule):
         if i == len(pauses) and not evidence.like_rounds:
             break  # no like-for-like round: more rounds are unlikely to bring one, the correction decides
         r = measure_round(i, [remeasure], probe if given is None else None, pin, pause)
@@ -251,6 +257,8 @@ def _judge_in_rounds(case: GateCase, outcome: GateOutcome, remeasure: Measure, g
         latest = r.samples()
         evidence.add(_read_round(case, r, given))
         decision = evidence.decision()
+        if on_round is not None:  # the further rounds count once like-for-like rounds make them possible
+            on_round(i + 1, len(schedule) if evidence.like_rounds else len(pauses))
         if decision is not None:
             break
     if decision is None:
@@ -342,7 +350,8 @@ def interleaved(measure_a: Measure, measure_b: Measure, rounds: int, warmup_roun
 
 def run_ab_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measure_locked: Measure, measure_current: Measure,
                 tolerance: float, alpha: float, rounds: int = AB_ROUNDS, *, confirm_blocks: int = AB_CONFIRM_BLOCKS,
-                pause_s: float = CONFIRM_PAUSE_S) -> GateOutcome:
+                pause_s: float = CONFIRM_PAUSE_S,
+                on_round: Callable[[int, int], None] | None = None) -> GateOutcome:
     """The edited kernel against its locked source, side by side at the locked parameters.
 
     Fails when the current source is slower than the locked one by more than
@@ -352,7 +361,7 @@ def run_ab_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measure_lock
     a block's samples share one scheduling window, so a block is one draw of
     the machine's conditions, however many samples it holds. If the locked
     source no longer builds or runs here, :class:`LockedSourceUnusable` is
-    raised and the caller falls back to :func:`run_gate`.
+    raised and the caller falls back to :func:`run_gate`. ``on_round(done, at_most)`` follows each block.
     """
     case = GateCase(kernel, nodeid, entry, tolerance, alpha)
     blocks: list[Comparison] = []
@@ -362,6 +371,8 @@ def run_ab_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measure_lock
             time.sleep(pause_s)
         a, b, failed_a, failed_b = interleaved(measure_locked, measure_current, rounds,
                                                warmup_rounds=0 if blocks else 1)
+        if on_round is not None:
+            on_round(len(blocks) + 1, 1 + confirm_blocks)
         if failed_b is not None:
             return _broken(case, failed_b, " with the edited source")
         if failed_a is not None:

@@ -3,14 +3,15 @@ source it was tuned with, and what it depends on; and why an entry kept must be 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
+from .. import defaults as DEFAULTS
 from .._version import __version__
 from ..engine.evaluator import EvaluationRecord
 from ..engine.tuner import TuneResult, params_key
 from ..gate.probes import GPU_PROBE_VERSION, PROBE_VERSION, cpu_kinds, probe_sizes, probes_for
 from ..gate.retune import RetuneDecision
-from ..gate.rounds import best_state_rounds, lock_pauses, rotating_pin
+from ..gate.rounds import LOCK_ROUNDS, best_state_rounds, lock_pauses, rotating_pin
 from ..lock.devices import cpu_record
 from ..lock.entry import LockEntry
 from ..lock.lockfile import utc_timestamp
@@ -22,13 +23,15 @@ from .settings import TuneSettings
 __all__ = ["build_entry", "rewrite_reasons", "source_fields"]
 
 
-def rewrite_reasons(k: KernelCall, old: LockEntry | None, device: Any) -> list[str]:
-    """Why a kept winner's entry must be rewritten all the same: what it depends on changed, or it lacks
-    what the gate now uses (an entry written by an older version)."""
+def rewrite_reasons(k: KernelCall, old: LockEntry | None, device: Any, effort: str = DEFAULTS.EFFORT) -> list[str]:
+    """Why a kept winner's entry must be rewritten all the same: what it depends on changed, it lacks
+    what the gate now uses (an entry written by an older version), or a quick tuning's entry meets a full one."""
     if old is None:
         return []
     recorded = old.hashes
     reasons = [f"{name} changed" for name in k.hashes if recorded.get(name) != k.hashes[name]]
+    if old.effort != DEFAULTS.EFFORT and effort == DEFAULTS.EFFORT:
+        reasons.append(f"{old.effort} tuning replaced by a full one")
     if old.machine.get("probe") not in (PROBE_VERSION, GPU_PROBE_VERSION) and \
             probes_for(device.kind, make=k.probe_make) is not None:
         reasons.append("machine probes recorded")
@@ -51,9 +54,11 @@ def source_fields(k: KernelCall, lockdir: Path) -> dict[str, Any]:
 
 
 def build_entry(k: KernelCall, test: str, settings: TuneSettings, result: TuneResult, runner: Any,
-                decision: RetuneDecision, path: Path, tuning_s: float) -> dict[str, Any]:
-    """The entry of ``decision``'s winner, with its runners-up, re-timed in rounds beside the probes on a CPU."""
-    s = settings
+                decision: RetuneDecision, path: Path, tuning_s: float, *, effort: str = DEFAULTS.EFFORT,
+                on_round: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """The entry of ``decision``'s winner, with its runners-up, re-timed in rounds beside the probes on a CPU
+    (as many as ``effort`` spends; ``on_round(done, total)`` after each, for a progress line)."""
+    s, tier = settings, DEFAULTS.effort(effort)
     device = result.device
     ups = [r for r in [*([] if decision.params == result.params else [_winner_record(result)]),
                        *result.runners_up] if dict(r.params) != decision.params][:len(result.runners_up)]
@@ -68,7 +73,8 @@ def build_entry(k: KernelCall, test: str, settings: TuneSettings, result: TuneRe
         rounds = best_state_rounds(
             [lambda p=dict(p): runner.evaluate(p) for p in [decision.params, *(r.params for r in ups)]],
             lambda: probes_for(device.kind, sizes, fresh=True, make=k.probe_make), rotating_pin(runner),
-            s.tolerance, more_pauses_s=lock_pauses(tuning_s))
+            s.tolerance, rounds=tier.scaled(LOCK_ROUNDS, least=2),
+            more_pauses_s=lock_pauses(tuning_s) if tier.lock_pauses else (), on_round=on_round)
     if rounds is not None:
         (samples, *up_samples), machine, _kept = rounds
         retimed = {params_key(r.params) for r in ups}
@@ -107,6 +113,7 @@ def build_entry(k: KernelCall, test: str, settings: TuneSettings, result: TuneRe
         **({"cpu": cpu} if (cpu := cpu_record(device)) else {}),
         "versions": {**device.versions, **k.toolchain, "pytest_autotune": __version__},
         "timestamp": utc_timestamp(),
+        **({"effort": tier.name} if tier.recorded else {}),  # a quick tuning says so; a full one replaces it
     }
 
 

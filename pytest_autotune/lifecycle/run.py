@@ -24,8 +24,9 @@ from typing import Any, Callable, Mapping
 
 from ..backends.triton_runner import INTERPRETER_KIND
 from ..engine.cluster import ClusterError
-from ..engine.tuner import (TuneError, TuneOptions, TuneResult, build_space, compile_ahead_summary, evaluate_once, first_failures,
-                            spills, tune)
+from ..engine.tuner import (TuneError, TuneOptions, TuneResult, build_space, compile_ahead_summary, effort_budget,
+                            evaluate_once, first_failures, spills, tune)
+from .. import defaults as DEFAULTS
 from ..errors import AutotuneError, BackendUnavailable, SpecError
 from ..gate.static import StaticComparison, compare_profiles, evidence_note
 from ..gate.probes import GPU_PROBE_VERSION, PROBE_VERSION, cpu_kinds, probes_for
@@ -55,7 +56,26 @@ from ..lock.devices import device_arch
 from .static_gate import StaticGate, StaticTarget, build_profile, compile_triton, static_targets
 from .settings import Options, TuneSettings
 
-__all__ = ["KernelLifecycle"]
+__all__ = ["KernelLifecycle", "QUICK_NOTE"]
+
+QUICK_NOTE = "quick tuning (--autotune-effort=quick): a full --autotune replaces it"
+
+
+def _phase(progress: Any, what: str, *, at_most: bool = False) -> Callable[[int, int], None] | None:
+    """A phase's ``(done, total)`` callback from the host's progress, where it has lines for phases (a host's own
+    callable has none)."""
+    phase = getattr(progress, "phase", None)
+    return phase(what, at_most=at_most) if callable(phase) else None
+
+
+def _replaceable(entry: LockEntry, effort: str) -> bool:
+    """A quick tuning's entry, and a run at a fuller effort: the entry is re-tuned (it counts as missing)."""
+    return entry.effort != DEFAULTS.EFFORT and effort == DEFAULTS.EFFORT
+
+
+def _effort_note(effort: str, note: str) -> str:
+    """A quick tuning's row says so first."""
+    return "; ".join(n for n in ("quick tuning" if effort != DEFAULTS.EFFORT else "", note) if n)
 
 _VERDICT_STATUS = {"pass": Status.PASS, "faster": Status.FASTER, "slower": Status.REGRESSION,
                    "broken": Status.BROKEN, "incomparable": Status.INCOMPARABLE}
@@ -89,6 +109,7 @@ class _Searched:
     resumed: int
     scratch: ScratchCache
     seconds: float
+    progress: Any = None  # the host's progress of this kernel (its phase lines follow the search's)
 
 
 class KernelLifecycle:
@@ -169,7 +190,7 @@ class KernelLifecycle:
                     self.host.say(f"{describe_refusal(exc)}; tuning it afresh")
                     entry, check = None, None
             usable = check is not None and check.stale is None
-            if opts.mode == "missing" and usable:
+            if opts.mode == "missing" and usable and not _replaceable(entry, opts.effort):  # type: ignore[arg-type]
                 return self._left_alone(k.label, entry, path)  # type: ignore[arg-type]
             if opts.mode is not None or (not usable and opts.missing == "tune"):
                 return self._tune(k, key, runner, path, device, entry, renamed[0] if renamed else None)
@@ -246,14 +267,15 @@ class KernelLifecycle:
     def _tune(self, k: KernelCall, key: str, runner: Any, path: Path, device: Any,
               old: LockEntry | None, old_key: str | None = None) -> KernelResult:
         """Search, decide whether the locked winner stays, lock the decision, and say so in the row."""
-        s = self.settings
+        s, opts = self.settings, self.options
         searched = self._search(k, key, runner, path, device, old)
         result = searched.result
         incumbent = searched.incumbent
         locked_now = result.confirmed_samples(incumbent) if incumbent is not None else None
-        reasons = rewrite_reasons(k, old, device) + ([f"re-keyed from {old_key}"] if old_key else [])
+        reasons = rewrite_reasons(k, old, device, opts.effort) + ([f"re-keyed from {old_key}"] if old_key else [])
         decision = decide(old, reasons, result.params, list(result.stats.samples), locked_now, s.tolerance, s.alpha)
-        entry, others = self._lock(k, key, runner, path, device, old, old_key, result, decision, searched.seconds)
+        entry, others = self._lock(k, key, runner, path, device, old, old_key, result, decision, searched.seconds,
+                                   _phase(searched.progress, "lock rounds"))
         searched.scratch.clear()
         params = self._in_declared_order(decision.params)
         stats = TimingStats.from_samples(decision.samples) if decision.samples else result.stats
@@ -273,7 +295,8 @@ class KernelLifecycle:
                      compile_ahead=compile_ahead_summary(result.history),
                      best_so_far=[None if x != x else float(x) for x in result.history.best_so_far()],
                      resumed=searched.resumed, stop_reason=result.history.stop_reason,
-                     note=decision.message if decision.action != "first" else (warm.note() if warm else ""),
+                     note=_effort_note(opts.effort, decision.message if decision.action != "first" else
+                                       (warm.note() if warm else "")),
                      message=decision.message, lockfile=str(path), lock_written=decision.write,
                      device=device.model, new_lockfile_beside=others if decision.write else [])
         outputs = (result.outputs if decision.params == result.params  # the kept winner's own, fresh outputs
@@ -304,7 +327,8 @@ class KernelLifecycle:
                           "interrupted run (--autotune-fresh to start over)")
         # Out of the evaluations this search can make: a space smaller than the budget ends early, and
         # the progress line must say so ("12/12", not "12/200" and never a final line).
-        total = min(s.budget.max_evaluations, len(space)) if s.budget.max_evaluations else None
+        budget = effort_budget(s.budget, opts.effort)  # --autotune-effort=quick: a share of it
+        total = min(budget.max_evaluations, len(space)) if budget.max_evaluations else None
         progress = self.host.progress(f"{test}::{k.label}", total)
 
         def on_record(record: Any, evaluator: Any) -> None:
@@ -314,14 +338,16 @@ class KernelLifecycle:
                 progress(record, evaluator)
 
         incumbent = old.params if old is not None and space.find(old.params) >= 0 else None
-        warm = warm_start(opts.lockdir, path, k.label, k.hashes, k.problem) if old is None else None
+        warm = warm_start(opts.lockdir, path, k.label, k.hashes, k.problem) \
+            if old is None or DEFAULTS.effort(opts.effort).warm_start_always else None
         started = time.perf_counter()
         try:
             # early stopping: the runner's measure options (the marker's measure=, else the ini option) decide
             result = tune(runner, space=space, options=TuneOptions(strategy=s.strategy, budget=s.budget, seed=s.seed,
                                                                    compile_workers=opts.compile_workers,
-                                                                   cluster=opts.cluster),
-                          cache=cached, on_record=on_record, incumbent=incumbent, seeds=warm.seeds if warm else ())
+                                                                   cluster=opts.cluster, effort=opts.effort),
+                          cache=cached, on_record=on_record, incumbent=incumbent, seeds=warm.seeds if warm else (),
+                          on_confirm=_phase(progress, "finalists re-timed"))
         except TuneError as exc:
             history = exc.history
             self._record(k.label, Mode.TUNE, Status.FAILED, message=str(exc),
@@ -336,17 +362,20 @@ class KernelLifecycle:
                 raise
             # the cluster (--autotune-ray) cannot run it: the flag and the reason, not the plugin's traceback
             raise _fail(f"autotune: {test}::{k.label}: --autotune-ray={opts.cluster}: {exc}") from None
-        return _Searched(result, incumbent, warm, total, len(cached), scratch, time.perf_counter() - started)
+        return _Searched(result, incumbent, warm, total, len(cached), scratch, time.perf_counter() - started,
+                         progress)
 
     def _lock(self, k: KernelCall, key: str, runner: Any, path: Path, device: Any, old: LockEntry | None,
               old_key: str | None, result: TuneResult, decision: RetuneDecision,
-              tuning_s: float) -> tuple[Mapping[str, Any], list[str]]:
+              tuning_s: float, on_round: Callable[[int, int], None] | None = None
+              ) -> tuple[Mapping[str, Any], list[str]]:
         """The entry of the decision (the old one where it stays as it is), merged into the lockfile when it must be
         written; and the other lockfiles of the same kind, named when this is a new one."""
         opts = self.options
         try:
             entry = (old.to_dict() if old is not None and not decision.write else
-                     build_entry(k, self.host.test, self.settings, result, runner, decision, path, tuning_s))
+                     build_entry(k, self.host.test, self.settings, result, runner, decision, path, tuning_s,
+                                 effort=opts.effort, on_round=on_round))
         except LockfileError as exc:  # the sources folder is a link, the disk is full, ...
             raise _fail(f"autotune: {exc}") from None
         if decision.write:
@@ -384,7 +413,7 @@ class KernelLifecycle:
 
             rival = (lambda p: runner.evaluate(p)) if opts.ranking else None
             outcome = run_gate(label, test, entry, measure_current(), s.tolerance, s.alpha, rival,
-                               remeasure=measure_current,
+                               remeasure=measure_current, on_round=self._phase_of(label, "gate rounds"),
                                probe=probe if recorded.get("probe") in (PROBE_VERSION, GPU_PROBE_VERSION) else None,
                                pin=rotating_pin(runner) if kind in cpu_kinds() else None)
         files = changed_files(k, entry)
@@ -400,6 +429,8 @@ class KernelLifecycle:
         evidence = self._static_evidence(k, entry, runner) if "static" in entry else None
         if evidence is not None and (not evidence.identical or outcome.verdict in ("slower", "incomparable")):
             changes.append(evidence_note(evidence))
+        if _replaceable(entry, DEFAULTS.EFFORT):  # the summary says the lock is a quick tuning's
+            changes.append(QUICK_NOTE)
         cmp = outcome.comparison
         status = _VERDICT_STATUS[outcome.verdict]
         if outcome.stale_ranking and outcome.verdict == "pass":
@@ -465,7 +496,8 @@ class KernelLifecycle:
             params = entry.params
             with sharing_one_cpu(locked_runner, runner):
                 return run_ab_gate(k.label, test, entry, lambda: locked_runner.evaluate(params),
-                                   measure_current, self.settings.tolerance, self.settings.alpha)
+                                   measure_current, self.settings.tolerance, self.settings.alpha,
+                                   on_round=self._phase_of(k.label, "A/B blocks"))
         except LockedSourceUnusable as exc:
             self.host.say(f"autotune {test}::{k.label}: the locked source no longer runs here ({exc}); "
                           "comparing with the locked samples instead")
@@ -553,6 +585,10 @@ class KernelLifecycle:
                             m.extra.get("outputs"), None, None, {})
 
     # -- helpers ------------------------------------------------------------------------
+    def _phase_of(self, label: str, what: str) -> Callable[[int, int], None] | None:
+        """The gate's progress lines of one phase (its rounds stop early: their ETA is a bound)."""
+        return _phase(self.host.progress(f"{self.host.test}::{label}", None), what, at_most=True)
+
     def _in_declared_order(self, params: Mapping[str, Any]) -> dict[str, Any]:
         order = {name: i for i, name in enumerate(self.settings.params)}
         return dict(sorted(params.items(), key=lambda kv: order.get(kv[0], len(order))))

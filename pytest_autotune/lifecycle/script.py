@@ -56,15 +56,19 @@ class Kernels:
                lockdir: str | Path = DEFAULTS.LOCKDIR, missing: str = DEFAULTS.MISSING,
                incomparable: str = DEFAULTS.INCOMPARABLE, static: str = DEFAULTS.STATIC,
                ranking: bool = False, fresh: bool = False, scratch_dir: str | Path | None = None,
-               host: Host | None = None, **marker: Any) -> "Kernels":
+               host: Host | None = None, effort: str = DEFAULTS.EFFORT, **marker: Any) -> "Kernels":
         """From the marker's arguments (``params``, ``restrictions``, ``strategy``, ``budget``, ``tolerance``,
         ``alpha``, ``seed``, ``constants``, ``measure``; validated as the marker is) and the run's options:
         ``mode`` ``None`` gates, ``"all"`` tunes and locks, ``"missing"`` tunes what has no valid entry; ``static``
-        is the static gate's policy where the kernel's GPU is missing (``--autotune-static``)."""
+        is the static gate's policy where the kernel's GPU is missing (``--autotune-static``); ``effort``
+        ``"full"`` or ``"quick"`` (a small tuning whose entry a full one replaces, see
+        :class:`~pytest_autotune.defaults.Effort`)."""
         if mode not in _MODES:
             raise ValueError(f"mode={mode!r}: use None (gate), 'all' (tune and lock) or 'missing'")
         if missing not in MISSING_POLICIES:
             raise ValueError(f"missing={missing!r}: use one of {', '.join(MISSING_POLICIES)}")
+        if effort not in DEFAULTS.EFFORTS:
+            raise ValueError(f"effort={effort!r}: use one of {', '.join(DEFAULTS.EFFORTS)}")
         if incomparable not in INCOMPARABLE_POLICIES:
             raise ValueError(f"incomparable={incomparable!r}: use one of {', '.join(INCOMPARABLE_POLICIES)}")
         if static not in DEFAULTS.STATIC_POLICIES:
@@ -75,7 +79,7 @@ class Kernels:
             Path(tempfile.gettempdir()) / "pytest-autotune-scratch"
         options = Options(mode=mode, missing=missing, fresh=fresh, lockdir=lockdir, scratch_dir=scratch,
                           ranking=ranking, report=None, plots=None, devices=[], defaults={},
-                          incomparable=incomparable, static=static)
+                          incomparable=incomparable, static=static, effort=effort)
         return cls(settings, options, host or Host(test))
 
     # -- the four kinds of kernel ------------------------------------------------------

@@ -209,3 +209,4 @@ class Options:
     accept_static: bool = False  # --autotune-accept-static: record a changed binary's profile, keep the timing
     record_static: bool = False  # --autotune-record-static: with --autotune-compile, record static baselines
     interpreter_timing: str = DEFAULTS.INTERPRETER_TIMING  # Triton's interpreter: info | gate
+    effort: str = DEFAULTS.EFFORT  # --autotune-effort: full | quick (defaults.Effort: budget, finalists, lock rounds)

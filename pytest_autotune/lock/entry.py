@@ -18,6 +18,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..defaults import EFFORT, EFFORTS
 from ..errors import AutotuneError
 from .errors import InvalidEntryError
 from .names import is_header_name, is_stored_name
@@ -271,6 +272,8 @@ def _normalize_entry(entry: Any) -> dict[str, Any]:
                 _check_samples(item["samples"], _join(where, "samples"), empty=True)
     for name in ("objective", "unit", "runner", "test", "kernel", "stats_kind"):
         _check_str(out, name)
+    if "effort" in out and out["effort"] not in EFFORTS:  # a quick tuning's entry: a full tuning replaces it
+        raise InvalidField("effort", f"must be one of {', '.join(map(repr, EFFORTS))}, got {describe_value(out['effort'])}")
     _check_source_fields(out)
     if "machine" in out:
         machine = _need_mapping(out, "machine")
@@ -469,6 +472,12 @@ class LockEntry(Mapping):
     @property
     def strategy_name(self) -> str | None:
         return self.strategy.get("name")
+
+    @property
+    def effort(self) -> str:
+        """How the entry was tuned: ``"quick"`` (``--autotune-effort=quick``, replaced by a full tuning) or
+        ``"full"`` (an entry without the field)."""
+        return str(self._data.get("effort") or EFFORT)
 
     @property
     def evaluations(self) -> dict[str, Any]:

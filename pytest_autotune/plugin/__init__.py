@@ -59,6 +59,9 @@ INI_OPTIONS = {
                                   "as a fraction of the lock's (0.10 = 10%)", f"{DEFAULTS.STATIC_TOLERANCE:.2f}"),
     "autotune_interpreter_timing": ("a Triton kernel timed in Triton's interpreter: info (report the timing, never "
                                     "fail on it) or gate (gate it like a device's)", DEFAULTS.INTERPRETER_TIMING),
+    "autotune_effort": ("how much --autotune spends: full (the marker's budget, every finalist and lock round) or "
+                        "quick (a quarter of the budget, at most 20 evaluations, from other devices' winners; half "
+                        "the rounds; the entry says quick and a full tuning replaces it)", DEFAULTS.EFFORT),
     "autotune_output_cap": ("what an isolated kernel prints per configuration is kept up to this size (half from "
                             "the start, half from the end; the rest is counted), e.g. 16KiB", "16KiB"),
     "autotune_worker_memory": ("memory an isolated kernel's worker process may hold before its configuration fails "
@@ -157,6 +160,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--autotune-interpreter-timing", choices=DEFAULTS.INTERPRETER_TIMING_POLICIES, default=None,
                     help="Triton's interpreter: info (default: its timing is reported, never a failure) or gate "
                          "(ini: autotune_interpreter_timing)")
+    group.addoption("--autotune-effort", default=None, metavar="|".join(DEFAULTS.EFFORTS),
+                    help="with --autotune: full (default) or quick, a good configuration in a minute that a later "
+                         "full tuning replaces (ini: autotune_effort)")
     for name, (help_text, default) in INI_OPTIONS.items():
         parser.addini(name, help_text, default=default)
 
@@ -300,7 +306,8 @@ def _resolve_options(config: pytest.Config) -> Options:
                    is_worker=hasattr(config, "workerinput"), incomparable=incomparable,
                    compile_workers=_compile_workers(config), require_device=_require_device(config),
                    cluster=_cluster(config), compile_archs=list(opt("autotune_compile") or []),
-                   compile_sample=opt("autotune_compile_sample"), **_static_options(config))
+                   compile_sample=opt("autotune_compile_sample"), effort=_effort(config),
+                   **_static_options(config))
 
 
 def _static_options(config: pytest.Config) -> dict[str, Any]:
@@ -331,6 +338,16 @@ def _static_options(config: pytest.Config) -> dict[str, Any]:
                                 "tunes (and records a fresh profile): use one of them")
     return {"static": static, "static_tolerance": tolerance, "accept_static": bool(opt("autotune_accept_static")),
             "record_static": record, "interpreter_timing": timing}
+
+
+def _effort(config: pytest.Config) -> str:
+    """``--autotune-effort`` (else the ini option), checked at start-up: a bad value names its source."""
+    raw, where = config.getoption("autotune_effort"), "--autotune-effort"
+    if raw is None:
+        raw, where = str(config.getini("autotune_effort")).strip(), "ini option autotune_effort"
+    if raw not in DEFAULTS.EFFORTS:
+        raise pytest.UsageError(f"{where}={raw}: choose from {', '.join(DEFAULTS.EFFORTS)}")
+    return str(raw)
 
 
 def pytest_configure(config: pytest.Config) -> None:
