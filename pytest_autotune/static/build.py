@@ -443,12 +443,36 @@ def _build_in_child(ref: KernelRef, arguments: Mapping[str, Any], arch: int, lab
     raise StaticBuildError(message, log)
 
 
+def _file_signature(path: str | None) -> tuple[str, int, int] | None:
+    try:
+        info = os.stat(path) if path else None
+    except OSError:
+        return None
+    return (os.path.realpath(path), info.st_mtime_ns, info.st_size) if info and path else None
+
+
+def _forget_if_changed(ref: KernelRef, loaded: dict[str, tuple[str, int, int]]) -> None:
+    """The child lives for the whole session: a kernel's module imported for an earlier build is imported again
+    when its file was edited since, or when the module of that name is another file (two folders' ``kernels.py``):
+    a build is of the kernel as it is now, never of a stale copy."""
+    signature = _file_signature(ref.file)
+    module = sys.modules.get(ref.module)
+    known = getattr(module, "__file__", None) if module is not None else None
+    if module is not None and (signature is None or loaded.get(ref.module) != signature
+                               or _file_signature(known) is None
+                               or _file_signature(known)[0] != signature[0]):  # type: ignore[index]
+        del sys.modules[ref.module]
+    if signature is not None:
+        loaded[ref.module] = signature
+
+
 def _serve() -> None:
     """The child's loop: a request from stdin, the kernel or the error to the saved stdout, until end of input."""
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # prints (Python's and C's) go to stderr, never into the replies
     sys.stdout = sys.stderr
     requests = sys.stdin.buffer
+    loaded: dict[str, tuple[str, int, int]] = {}
     while True:
         try:
             env, cwd, path, ref, arguments, arch, label = pickle.load(requests)
@@ -459,6 +483,7 @@ def _serve() -> None:
         with contextlib.suppress(OSError):
             os.chdir(cwd)
         sys.path[:] = path
+        _forget_if_changed(ref, loaded)
         try:
             outcome: tuple[str, Any] = ("ok", _build_jit(ref.resolve(), arguments, arch, label))
         except StaticBuildError as exc:
