@@ -18,6 +18,7 @@ import platform
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -402,3 +403,36 @@ def test_the_build_is_what_a_launch_compiles(triton_builds, example_on_path):
     for name, built in triton_builds.items():
         ours, launch, kind = found[name]
         assert kind == "JITFunction" and ours == launch == code_digest(built.cubin), name
+
+
+EDITED = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scaled(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * FACTOR, mask=offs < n)
+'''
+
+
+def test_an_edited_kernel_module_is_built_as_it_is_now(tmp_path, monkeypatch):
+    """The build process outlives a test session (and sees every session's kernels): a module it imported before
+    is imported again once its file changed, and a module of the same name in another folder is that one."""
+    from pytest_autotune.backends.triton_kernel import KernelRef
+
+    x = np.zeros(256, np.float32)
+    digests = []
+    for folder, factor in (("a", "2.0"), ("a", "2.0 + tl.load(x_ptr + offs + 1, mask=offs < 0, other=0.0)"),
+                           ("b", "3.0")):
+        path = tmp_path / folder / "edited_kernels.py"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(EDITED.replace("FACTOR", factor))
+        os.utime(path, ns=(time.time_ns(), time.time_ns() + len(digests)))  # a new mtime even within one tick
+        monkeypatch.delitem(sys.modules, "edited_kernels", raising=False)  # this process imports it afresh too
+        monkeypatch.syspath_prepend(str(path.parent))
+        kernel = KernelRef("edited_kernels", "scaled", str(path)).resolve()
+        spec = TritonSpec(kernel, (1,), [x, x, 256], tuned=["BLOCK"])
+        digests.append(code_digest(build_triton(spec, {"BLOCK": 256, "num_warps": 4}, 90).cubin))
+    assert len(set(digests)) == 3, digests
