@@ -23,11 +23,17 @@ from collections import deque
 from typing import Mapping, Sequence
 
 import numpy as np
-from scipy.special import ndtr
 
 ACQUISITION_FUNCTIONS = ("ei", "poi", "lcb")
 _STD_FLOOR = 1e-9  # as Kernel Tuner: avoids dividing by a zero posterior std
 _INV_SQRT_2PI = 1.0 / np.sqrt(2.0 * np.pi)
+
+
+def ndtr(x: np.ndarray) -> np.ndarray:
+    """The standard normal CDF; SciPy imported on first use (not at the plugin's start-up)."""
+    from scipy.special import ndtr as f
+
+    return f(x)
 
 
 # -- acquisition functions (all return a score to MAXIMISE) -------------------------------

@@ -103,8 +103,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
-from scipy.linalg import cholesky, solve_triangular
-from scipy.linalg.blas import dtrsm, dtrsv
 
 from ._acquisition import (ACQUISITION_FUNCTIONS, AdvancedMultiPortfolio, MultiPortfolio, acquisition_scores,
                            contextual_variance)
@@ -112,6 +110,32 @@ from ._feasibility import FailureModel
 from ..space import SearchSpace
 from .base import Batch, SearchGenerator, Strategy, check
 from .registry import register
+
+
+# SciPy's linear algebra is imported on first use: at import it costs a pytest --autotune session about a
+# second of start-up (scipy.linalg pulls in numpy.f2py), also in the sessions that never run bayes
+def cholesky(*args: Any, **kwargs: Any) -> Any:
+    from scipy.linalg import cholesky as f
+
+    return f(*args, **kwargs)
+
+
+def solve_triangular(*args: Any, **kwargs: Any) -> Any:
+    from scipy.linalg import solve_triangular as f
+
+    return f(*args, **kwargs)
+
+
+def dtrsm(*args: Any, **kwargs: Any) -> Any:
+    from scipy.linalg.blas import dtrsm as f
+
+    return f(*args, **kwargs)
+
+
+def dtrsv(*args: Any, **kwargs: Any) -> Any:
+    from scipy.linalg.blas import dtrsv as f
+
+    return f(*args, **kwargs)
 
 if TYPE_CHECKING:  # scikit-learn is imported when a search starts (it takes a second to import)
     from sklearn.gaussian_process.kernels import Matern
