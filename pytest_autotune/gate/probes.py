@@ -22,6 +22,7 @@ runner factory (CuPy or PyCUDA): a device stream and FMA chains
 """
 from __future__ import annotations
 
+import atexit
 import functools
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
@@ -72,13 +73,35 @@ def _pow2_clamp(x: float, lo: int, hi: int) -> int:
     return int(min(hi, max(lo, 1 << max(0, int(round(np.log2(max(x, 1.0))))))))
 
 
-def probe_sizes(footprint_bytes: int | None = None, duration_ms: float | None = None) -> dict[str, int]:
+def probe_sizes(footprint_bytes: int | None = None, duration_ms: float | None = None,
+                ns_per_iteration: float = FMA_NS_PER_ITERATION) -> dict[str, int]:
     """The probes' sizes for a kernel: the triad moves about the kernel's footprint, the chain lasts
-    about as long as the kernel (powers of two, so that nearby kernels share one cached probe)."""
+    about as long as the kernel (powers of two, so that nearby kernels share one cached probe).
+
+    ``ns_per_iteration``: the chains' time per iteration. The nominal 1 ns made the CPU chain about 4x the
+    kernel's duration on the CI host (a 20 ms Triton kernel got a 69 ms chain, run 15 times each side of
+    every lock round), so CPU locks pass this machine's, :func:`fma_ns_per_iteration`."""
     triad_n = _pow2_clamp(footprint_bytes / 12.0, *TRIAD_N_RANGE) if footprint_bytes else TRIAD_N
-    fma = (_pow2_clamp(duration_ms * 1e6 / FMA_NS_PER_ITERATION, *FMA_ITERATIONS_RANGE)
+    fma = (_pow2_clamp(duration_ms * 1e6 / ns_per_iteration, *FMA_ITERATIONS_RANGE)
            if duration_ms and duration_ms > 0 else FMA_ITERATIONS)
     return {"triad_n": triad_n, "fma_iterations": fma}
+
+
+FMA_CALIBRATION_ITERATIONS = 1 << 16  # about 0.25 ms a run: the calibration costs a few milliseconds
+
+
+@functools.lru_cache(maxsize=1)
+def fma_ns_per_iteration() -> float:
+    """This machine's time per iteration of the chains (ns), from the fastest of a few short runs; the
+    nominal :data:`FMA_NS_PER_ITERATION` where the probe does not build."""
+    from ..measure.timing import MeasureOptions
+
+    try:
+        samples = _samples_ms("fma_chains", FMA_CALIBRATION_ITERATIONS,
+                              MeasureOptions(warmup=2, min_iterations=5, max_iterations=5, time_budget_s=0.05))
+    except Exception:  # no compiler: the probes will not run either
+        return FMA_NS_PER_ITERATION
+    return max(0.05, min(samples) * 1e6 / FMA_CALIBRATION_ITERATIONS)
 
 
 def probe_measure() -> Any:
@@ -88,26 +111,56 @@ def probe_measure() -> Any:
     return MeasureOptions(warmup=2, min_iterations=15, max_iterations=40, time_budget_s=0.3)
 
 
-def _samples_ms(source: str, name: str, args: list[Any]) -> list[float]:
+def _probe_args(name: str, size: int) -> list[Any]:
+    """The arguments of probe ``name`` at ``size`` (the triad's floats per array, the chains' iterations)."""
+    if name == "triad":
+        a, b, c = (np.full(size, v, dtype=np.float32) for v in (0.0, 1.0, 2.0))
+        return [a, b, c, np.float32(0.5), np.int32(size)]
+    return [np.ones(8, dtype=np.float32), np.int32(size)]
+
+
+_RUNNERS: dict[tuple[str, int, Any], Any] = {}
+
+
+def _samples_ms(name: str, size: int, measure: Any = None) -> list[float]:
+    """Every run's time of probe ``name`` at ``size``, on a runner built once per probe and size in this
+    process: a lock's or a gate's rounds probe the machine a dozen times or more, and building the runner
+    each time (the compile cache's lookup, loading the library, the buffers) took about half of each probe."""
     from ..runners import KernelSpec, make_runner
 
-    spec = KernelSpec(source, name, 1, args, lang="c")
-    runner = make_runner(spec, runner="c", isolate=False, measure=probe_measure())
-    try:
-        m = runner.evaluate({})
-    finally:
-        runner.close()
+    key = (name, size, measure)
+    runner = _RUNNERS.get(key)
+    if runner is None:
+        if len(_RUNNERS) >= 16:  # the sizes are powers of two: a session needs a few
+            _close_runners()
+        spec = KernelSpec(PROBE_SOURCE, name, 1, _probe_args(name, size), lang="c")
+        runner = make_runner(spec, runner="c", isolate=False, measure=measure or probe_measure())
+        _RUNNERS[key] = runner
+    m = runner.evaluate({})
     if not m.ok:
         raise RuntimeError(f"machine probe {name!r} failed ({m.failure}): {m.detail[:500]}")
     return [float(x) for x in m.samples]
 
 
+def _close_runners() -> None:
+    """Close the probes' runners (at the interpreter's exit, or when too many sizes were kept)."""
+    for runner in _RUNNERS.values():
+        try:
+            runner.close()
+        except Exception:  # noqa: BLE001 - a runner that cannot close is left to the OS
+            pass
+    _RUNNERS.clear()
+
+
+atexit.register(_close_runners)
+
+
 def measure_cpu_probes(triad_n: int = TRIAD_N, fma_iterations: int = FMA_ITERATIONS) -> dict[str, Any]:
     """Measure both probes now (well under a second at the default sizes), keeping every run's time."""
-    a, b, c = (np.full(triad_n, v, dtype=np.float32) for v in (0.0, 1.0, 2.0))
-    triad = _samples_ms(PROBE_SOURCE, "triad", [a, b, c, np.float32(0.5), np.int32(triad_n)])
-    fma = _samples_ms(PROBE_SOURCE, "fma_chains", [np.ones(8, dtype=np.float32), np.int32(fma_iterations)])
+    triad = _samples_ms("triad", triad_n)
+    fma = _samples_ms("fma_chains", fma_iterations)
     return _summarise(triad_n, fma_iterations, {"bandwidth_gbs": triad, "compute_gflops": fma})
+
 
 
 def _summarise(triad_n: int, fma_iterations: int, samples: Mapping[str, Sequence[float]]) -> dict[str, Any]:
