@@ -43,14 +43,43 @@ Pin = Callable[[int], AbstractContextManager]
 LOCK_ROUNDS = 6
 """Rounds the lock measures its winner in, beside the probes (the CPUs in turn: 3 on each of 2 cores)."""
 LOCK_PAUSE_S = 0.1
+"""The pause between the first rounds. Kept where the machine reads quiet: the CI host's slow state is
+invisible to the load and, in a slow span, to the probes (they read that state in every round), so "quiet"
+cannot be told from "steadily slow"; without the pauses the six rounds would span half the time and be
+likelier to lie within one slow span, the lock the gate's yardstick recorded slow
+(docs/explanation/gate-machine-differences.md#lock_more_pauses_s)."""
 LOCK_MORE_PAUSES_S = (0.3, 0.7, 1.0, 0.5, 1.5, 0.3, 2.0, 1.0)
 """The lock's further rounds, one after each pause (7.3 s in all), where the tuning's time allows them (see
 :data:`LOCK_PATIENCE`): a slow state can outlast six rounds, and spread over more seconds the lock's rounds
-are likelier to meet the fast state. Measured: docs/explanation/gate-machine-differences.md#lock_more_pauses_s"""
+are likelier to meet the fast state. Measured: docs/explanation/gate-machine-differences.md#lock_more_pauses_s.
+Each pause counts from the start of the round before: what spreads the rounds is the time between them, and a
+round that itself lasts a second (a Triton kernel in the interpreter, with its probes) already spaced them by
+that much; for a kernel of a millisecond the pauses are as before."""
 LOCK_PATIENCE = 0.1
 """The share of the tuning's wall time the lock's further rounds may spend in pauses (all of
 :data:`LOCK_MORE_PAUSES_S` once tuning took 73 s): a test suite's seconds-long tunes of tiny kernels pay
 nothing, a real tuning's minutes a few seconds."""
+
+
+LOCK_RUNNERS_UP_SHARE = 0.05
+"""The share of the tuning's wall time the runners-up may add to the lock's rounds. The gate never reads a
+runner-up's locked samples (``--autotune-ranking`` times the runners-up afresh beside the winner), so their
+re-timing is the lockfile's ranking, not the gate's evidence: the finalists among them were re-timed beside
+the winner already (the confirmation rounds), and the others join the rounds only where the time they would
+take is small beside the tuning's (fastest first). Before, a 12-configuration C tuning re-timed 5 runners-up
+in each of its 7 rounds (2.6 s beside a 1.3 s search); Triton's interpreter, runners-up of 13-27 ms."""
+
+
+def lock_runners_up(costs_s: Sequence[float], rounds: int, tuning_s: float) -> int:
+    """How many of the runners-up (their evaluation's cost in seconds, in rank order) the lock's ``rounds``
+    rounds re-time: as many, in order, as fit :data:`LOCK_RUNNERS_UP_SHARE` of ``tuning_s``."""
+    allowed, spent = 0, 0.0
+    for cost in costs_s:
+        spent += max(0.0, cost) * rounds
+        if spent > LOCK_RUNNERS_UP_SHARE * tuning_s:
+            break
+        allowed += 1
+    return allowed
 
 
 def rotating_pin(*runners: Any) -> Pin:
@@ -131,8 +160,13 @@ def best_state_rounds(measures: Sequence[Measure], probe: Probe | None, pin: Pin
     pauses = [pause_s if i else 0.0 for i in range(rounds)] + list(more_pauses_s)
     done: list[Round] = []
     speeds: list[float] = []
+    last_s = 0.0
     for i, pause in enumerate(pauses):
+        if i >= rounds:  # a further round: its pause counted from the start of the round before
+            pause = max(0.0, pause - last_s)
+        started = time.perf_counter()
         r = measure_round(i, measures, probe, pin, pause)
+        last_s = time.perf_counter() - started - pause
         if on_round is not None:
             on_round(i + 1, len(pauses))
         if r.failed is not None:

@@ -9,9 +9,9 @@ from .. import defaults as DEFAULTS
 from .._version import __version__
 from ..engine.evaluator import EvaluationRecord
 from ..engine.tuner import TuneResult, params_key
-from ..gate.probes import GPU_PROBE_VERSION, PROBE_VERSION, cpu_kinds, probe_sizes, probes_for
+from ..gate.probes import GPU_PROBE_VERSION, PROBE_VERSION, cpu_kinds, fma_ns_per_iteration, probe_sizes, probes_for
 from ..gate.retune import RetuneDecision
-from ..gate.rounds import LOCK_ROUNDS, best_state_rounds, lock_pauses, rotating_pin
+from ..gate.rounds import LOCK_ROUNDS, best_state_rounds, lock_pauses, lock_runners_up, rotating_pin
 from ..lock.devices import cpu_record
 from ..lock.entry import LockEntry
 from ..lock.lockfile import utc_timestamp
@@ -64,20 +64,29 @@ def build_entry(k: KernelCall, test: str, settings: TuneSettings, result: TuneRe
                        *result.runners_up] if dict(r.params) != decision.params][:len(result.runners_up)]
     samples = list(decision.samples)
     up_samples = [list(result.confirmed_samples(r.params) or r.measurement.samples) for r in ups]
-    sizes = probe_sizes(k.footprint, TimingStats.from_samples(samples).median)
+    # the CPU chain sized with this machine's time per iteration; a GPU's keeps the nominal one
+    sizes = probe_sizes(k.footprint, TimingStats.from_samples(samples).median,
+                        **({"ns_per_iteration": fma_ns_per_iteration()} if device.kind in cpu_kinds() else {}))
     retimed = {params_key(r.params) for r in ups if result.confirmed_samples(r.params)}
     rounds = None
     if device.kind in cpu_kinds():
-        # the winner (and its runners-up) again, in rounds beside the probes on each CPU in turn; the
-        # rounds where the machine was at its best are kept, so samples and probes describe one state
+        # the winner again, in rounds beside the probes on each CPU in turn; the rounds where the machine was
+        # at its best are kept, so samples and probes describe one state. Beside it, the runners-up not
+        # re-timed among the finalists, as many as the tuning's time affords (LOCK_RUNNERS_UP_SHARE)
+        pauses = lock_pauses(tuning_s) if tier.lock_pauses else ()
+        n_rounds = tier.scaled(LOCK_ROUNDS, least=2)
+        unconfirmed = [i for i, r in enumerate(ups) if not result.confirmed_samples(r.params)]
+        with_winner = unconfirmed[:lock_runners_up([_evaluation_s(ups[i]) for i in unconfirmed],
+                                                   n_rounds + len(pauses), tuning_s)]
         rounds = best_state_rounds(
-            [lambda p=dict(p): runner.evaluate(p) for p in [decision.params, *(r.params for r in ups)]],
+            [lambda p=dict(p): runner.evaluate(p) for p in [decision.params, *(ups[i].params for i in with_winner)]],
             lambda: probes_for(device.kind, sizes, fresh=True, make=k.probe_make), rotating_pin(runner),
-            s.tolerance, rounds=tier.scaled(LOCK_ROUNDS, least=2),
-            more_pauses_s=lock_pauses(tuning_s) if tier.lock_pauses else (), on_round=on_round)
+            s.tolerance, rounds=n_rounds, more_pauses_s=pauses, on_round=on_round)
     if rounds is not None:
-        (samples, *up_samples), machine, _kept = rounds
-        retimed = {params_key(r.params) for r in ups}
+        (samples, *retimed_samples), machine, _kept = rounds
+        for i, xs in zip(with_winner, retimed_samples):
+            up_samples[i] = xs
+            retimed.add(params_key(ups[i].params))
     else:
         machine = probes_for(device.kind, sizes, make=k.probe_make)
     stats = TimingStats.from_samples(samples)
@@ -115,6 +124,16 @@ def build_entry(k: KernelCall, test: str, settings: TuneSettings, result: TuneRe
         "timestamp": utc_timestamp(),
         **({"effort": tier.name} if tier.recorded else {}),  # a quick tuning says so; a full one replaces it
     }
+
+
+def _evaluation_s(record: EvaluationRecord) -> float:
+    """What one more evaluation of a runner-up costs (s): its search measurement's verification and runs
+    (its compile is cached by then); its runs' total where the runner reports no timings."""
+    timings = record.measurement.timings or {}
+    if "bench_s" in timings:
+        return float(timings.get("bench_s", 0.0)) + float(timings.get("verify_s", 0.0))
+    samples = record.measurement.samples or ()
+    return float(sum(samples)) * 1e-3 if samples else float("inf")
 
 
 def _winner_record(result: TuneResult) -> EvaluationRecord:
