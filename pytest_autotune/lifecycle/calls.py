@@ -138,6 +138,9 @@ def triton_call(call: Any, settings: TuneSettings, label: str, grid: Any, *, ato
     return KernelCall(label, hashes, inputs, lambda: call.runner(measure, **options), source=source,
                       make_locked_runner=lambda code, entry: call.locked_runner(code, measure, **options),
                       problem=describe_problem(call.problem_size, described),
+                      # the tensors' bytes size the triad probe, as a source kernel's arrays do (without it the
+                      # triad took its 16 MiB default: 48 MB a run, beside a kernel of a few hundred KiB)
+                      footprint=footprint(call.spec.args),
                       static_build=lambda params, arch, _tuned_with: _static_build("triton", call.spec, params, arch),
                       lang="triton")
 
