@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 __all__ = ["STRATEGY", "BUDGET", "TOLERANCE", "ALPHA", "LOCKDIR", "MISSING", "INCOMPARABLE", "is_tolerance", "is_alpha",
            "TOLERANCE_RANGE", "ALPHA_RANGE", "STATIC", "STATIC_POLICIES", "STATIC_TOLERANCE",
-           "INTERPRETER_TIMING", "INTERPRETER_TIMING_POLICIES", "Effort", "EFFORT", "EFFORTS", "effort"]
+           "INTERPRETER_TIMING", "INTERPRETER_TIMING_POLICIES", "Effort", "EFFORT", "EFFORTS", "effort",
+           "KERNEL_GATE_BUDGET", "SESSION_GATE_BUDGET"]
 
 STRATEGY = "auto"
 """The search strategy of a marker without ``strategy=`` (see :mod:`.strategies.auto`)."""
@@ -23,6 +24,11 @@ MISSING = "skip"
 """What the gate does without a valid entry: skip, fail or tune."""
 INCOMPARABLE = "warn"
 """What the gate does on a machine its probes find unlike the lock's: warn, skip or fail."""
+KERNEL_GATE_BUDGET = "10s"
+"""The wall time one kernel's gate may take (first measurement, fresh rounds, probes, pauses, A/B) before what is
+still undecided is "not comparable": a CI job's minutes, not a busy neighbour's whim. ``none`` = no limit."""
+SESSION_GATE_BUDGET = "none"
+"""The wall time all gates of a session may take together, shared out fairly (``--autotune-gate-budget=5m``)."""
 
 STATIC = "fail-on-worse"
 """What the static gate does with a rebuilt binary unlike the lock's: fail when it is worse (spills, occupancy,

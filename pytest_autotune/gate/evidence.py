@@ -133,7 +133,33 @@ class NotSignificant:
     like_rounds: int
 
 
-Decision = Union[Faded, SlowerLikeForLike, SlowerBeyondMachine, MachineExplains, NotSignificant]
+@dataclass(frozen=True)
+class Undecided:
+    """The gate's budget was spent before the rounds decided: not comparable, with the evidence so far (never
+    a pass or a fail by exhaustion)."""
+
+    verdict: ClassVar[str] = "incomparable"
+    comparison: Comparison
+    """The like-for-like rounds' pooled samples against the lock's (all rounds where none was like-for-like;
+    the first measurement where no round was measured)."""
+    like_rounds: int
+    rounds: int
+    probed: bool
+    """Whether the rounds had probes (like-for-like rounds) or not (plain fresh rounds)."""
+
+    def evidence(self) -> str:
+        """``+18.0% in 2 of 3 like-for-like rounds``: what the rounds had shown when the budget ran out."""
+        change = f"{self.comparison.change_pct:+.1f}%"
+        if not self.rounds:
+            return f"{change} in the first measurement, no fresh round within the budget"
+        if not self.probed:
+            return f"{change} in {self.rounds} fresh round{'s' if self.rounds != 1 else ''}"
+        if not self.like_rounds:
+            return f"{change} in {self.rounds} rounds, none like-for-like"
+        return f"{change} in {self.like_rounds} of {self.rounds} like-for-like rounds"
+
+
+Decision = Union[Faded, SlowerLikeForLike, SlowerBeyondMachine, MachineExplains, NotSignificant, Undecided]
 
 
 @dataclass
@@ -204,6 +230,13 @@ class RoundEvidence:
         if worst is not None:
             return MachineExplains(beyond, worst, self.rules.exponent)
         return NotSignificant(beyond, len(like))
+
+    def undecided(self, first: Comparison) -> Undecided:
+        """What the rounds so far show, where the budget ends them undecided: the like-for-like rounds pooled
+        (as they are judged), else every round corrected by the machine, else the first measurement."""
+        like = [r for r in self.rounds if r.like]
+        shown = self._pooled(like or self.rounds) if self.rounds else first
+        return Undecided(shown, len(like), len(self.rounds), any(r.machine is not None for r in self.rounds))
 
     def _pooled(self, rounds: Sequence[FreshRound]) -> Comparison:
         """These rounds' samples, each divided by what the machine explains of its round, against the lock's."""

@@ -9,6 +9,7 @@ from typing import Any, Mapping, Sequence
 
 from ..measure.timing import Comparison
 from ..results import Measurement
+from .budget import GateBudget, format_seconds
 from .evidence import Faded, GateCase, MachineExplains, NotSignificant, SlowerBeyondMachine, SlowerLikeForLike
 from .probes import MachineComparison
 
@@ -70,6 +71,16 @@ def incomparable(case: GateCase, cmp: Comparison, machine: MachineComparison, ex
 
 def machine_explains(case: GateCase, first: Comparison, decided: MachineExplains) -> str:
     return incomparable(case, first, decided.machine, decided.exponent)
+
+
+def undecided(case: GateCase, first: Comparison, evidence: str, budget: GateBudget,
+              first_what: str = "the first measurement") -> str:
+    """The budget was spent with the verdict undecided: what the rounds had shown, and what to do."""
+    return (f"autotune: kernel {case.kernel!r} in {case.nodeid} not comparable (undecided within the budget: "
+            f"{evidence}): {budget.describe()} was spent after {format_seconds(budget.elapsed)}, before the "
+            f"rounds could tell a regression from a busy machine ({first.change_pct:+.1f}% in {first_what}). "
+            "Neither a pass nor a fail: give the gate more time (the tune marker's gate_budget=, "
+            "--autotune-kernel-gate-budget, --autotune-gate-budget) or gate on a quieter machine")
 
 
 def _fmt_changes(machine: MachineComparison) -> str:

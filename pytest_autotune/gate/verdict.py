@@ -27,7 +27,6 @@ measurements and their results files, is in the manual:
 """
 from __future__ import annotations
 
-import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
@@ -38,8 +37,9 @@ from ..lock.problem import problem_change
 from ..measure.timing import Comparison, faster_half
 from ..results import Measurement
 from . import messages
+from .budget import UNLIMITED, GateBudget
 from .evidence import (Decision, Faded, FreshRound, GateCase, MachineExplains, NotSignificant, RoundEvidence, RoundRules,
-                       SlowerBeyondMachine, SlowerLikeForLike)
+                       SlowerBeyondMachine, SlowerLikeForLike, Undecided)
 from .messages import retune_command
 from .probes import MachineComparison, compare_machines, pool_probes
 from .rounds import Measure, Pin, Probe, Round, measure_round
@@ -106,6 +106,8 @@ class GateOutcome:
     rounds: list[dict[str, Any]] = field(default_factory=list)
     """The fresh rounds of a suspected regression, one record each: ``cpu``, ``change_pct`` (its faster
     half against the lock's), ``machine`` (the probes' time factor, None without probes), ``like``."""
+    budget_stopped: bool = False
+    """The gate's time budget ended the rounds with the verdict undecided (the verdict is ``incomparable``)."""
 
     @property
     def failed(self) -> bool:
@@ -160,7 +162,7 @@ def run_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measurement: Me
              remeasure: Measure | None = None,
              machine: MachineComparison | Callable[[], MachineComparison | None] | None = None,
              probe: Probe | None = None, pin: Pin | None = None,
-             pauses_s: Sequence[float] | None = None,
+             pauses_s: Sequence[float] | None = None, budget: GateBudget | None = None,
              on_round: Callable[[int, int], None] | None = None) -> GateOutcome:
     """Compare a fresh measurement of the locked winner with the lock, in like-for-like conditions.
 
@@ -184,6 +186,12 @@ def run_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measurement: Me
       tolerance is a regression naming both numbers, and one the machine
       could explain is ``incomparable``.
 
+    ``budget`` (:mod:`.budget`, started by the caller before the first
+    measurement) bounds the gate's wall time: a further round starts only
+    while its pause and the last round's length fit; rounds the budget ends
+    undecided are ``incomparable`` with the evidence so far (a decided
+    verdict stays what it is).
+
     ``machine`` (a comparison, or a callable asked when needed) gives the
     machine directly instead of probes: it corrects every round alike.
     Without either, every round is like-for-like.
@@ -206,7 +214,8 @@ def run_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measurement: Me
         given = machine() if callable(machine) else machine
         return _judge_in_rounds(case, outcome, remeasure, given, probe, pin,
                                 ROUND_PAUSES_S if pauses_s is None else pauses_s, measure_runner_up,
-                                MORE_ROUND_PAUSES_S if pauses_s is None else (), on_round=on_round)
+                                MORE_ROUND_PAUSES_S if pauses_s is None else (), budget or UNLIMITED,
+                                on_round=on_round)
     mc = None
     if (cmp.slower or cmp.faster) and machine is None and probe is not None:
         with pin(0) if pin is not None else nullcontext():
@@ -228,19 +237,20 @@ def run_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measurement: Me
         else:
             outcome.verdict = "faster"
             outcome.message = messages.faster(case, cmp, extra=f"; {mc.explains(slower=False)}" if mc is not None else "")
-    _check_ranking(case, outcome, new_samples, measure_runner_up)
+    _check_ranking(case, outcome, new_samples, measure_runner_up, budget or UNLIMITED)
     return outcome
 
 
 def _judge_in_rounds(case: GateCase, outcome: GateOutcome, remeasure: Measure, given: MachineComparison | None,
                      probe: Probe | None, pin: Pin | None, pauses: Sequence[float],
                      measure_runner_up: Callable[[Mapping[str, Any]], Measurement] | None,
-                     more_pauses: Sequence[float] = (), *,
+                     more_pauses: Sequence[float] = (), budget: GateBudget = UNLIMITED, *,
                      on_round: Callable[[int, int], None] | None = None) -> GateOutcome:
     """A suspected regression, judged in rounds beside the probes (see :func:`run_gate`): measure a round,
     add it to the evidence, stop once the evidence decides. ``more_pauses`` continue the rounds where
     like-for-like rounds showed the slowdown but have not yet decided it (see :data:`MORE_ROUND_PAUSES_S`).
-    ``on_round(done, at_most)`` follows each round."""
+    A round starts only while ``budget`` allows its pause and the last round's length; where it does not,
+    the evidence so far is :class:`~.evidence.Undecided`. ``on_round(done, at_most)`` follows each round."""
     first = outcome.absolute
     assert first is not None
     evidence = RoundEvidence(case, RoundRules(LIKE_ROUNDS, ONE_CPU_ROUNDS, MIN_ROUNDS,
@@ -248,10 +258,18 @@ def _judge_in_rounds(case: GateCase, outcome: GateOutcome, remeasure: Measure, g
     latest: list[float] = []  # the latest round's samples, all of them (the runners-up are timed against them)
     decision: Decision | None = None
     schedule = [*pauses, *more_pauses]
+    round_s = 0.0  # the last round's length: what the next one is expected to take
     for i, pause in enumerate(schedule):
         if i == len(pauses) and not evidence.like_rounds:
             break  # no like-for-like round: more rounds are unlikely to bring one, the correction decides
-        r = measure_round(i, [remeasure], probe if given is None else None, pin, pause)
+        if not budget.allows(pause + round_s):
+            decision = evidence.undecided(first)
+            budget.stopped = True
+            break
+        budget.sleep(pause)
+        began = budget.clock()
+        r = measure_round(i, [remeasure], probe if given is None else None, pin)
+        round_s = budget.clock() - began
         if r.failed is not None:
             return _broken(case, r.failed)
         latest = r.samples()
@@ -265,8 +283,8 @@ def _judge_in_rounds(case: GateCase, outcome: GateOutcome, remeasure: Measure, g
         decision = evidence.decision(last=True)
     assert decision is not None
     outcome.rounds = evidence.rows()
-    _conclude(case, outcome, first, decision)
-    _check_ranking(case, outcome, latest, measure_runner_up)
+    _conclude(case, outcome, first, decision, budget)
+    _check_ranking(case, outcome, latest or _samples(outcome.measurement), measure_runner_up, budget)
     return outcome
 
 
@@ -283,9 +301,14 @@ def _read_round(case: GateCase, r: Round, given: MachineComparison | None) -> Fr
     return FreshRound(r.cpu, faster_half(r.samples()), mc, like, divisor)
 
 
-def _conclude(case: GateCase, outcome: GateOutcome, first: Comparison, decision: Decision) -> None:
+def _conclude(case: GateCase, outcome: GateOutcome, first: Comparison, decision: Decision,
+              budget: GateBudget = UNLIMITED) -> None:
     """The outcome of what the rounds decided, worded by :mod:`.messages`."""
     outcome.verdict, outcome.comparison = decision.verdict, decision.comparison
+    if isinstance(decision, Undecided):
+        outcome.budget_stopped = True
+        outcome.message = messages.undecided(case, first, decision.evidence(), budget)
+        return  # the rounds' records (outcome.rounds) keep each round's probes
     if isinstance(decision, Faded):
         outcome.notes.append(messages.faded(first, decision))
     elif isinstance(decision, SlowerLikeForLike):
@@ -308,12 +331,21 @@ def round_divisor(factor: float, like: bool) -> float:
 
 
 def _check_ranking(case: GateCase, outcome: GateOutcome, winner_samples: Sequence[float],
-                   measure_runner_up: Callable[[Mapping[str, Any]], Measurement] | None) -> None:
-    """Re-time the runners-up: one that now beats the winner significantly marks the ranking stale."""
+                   measure_runner_up: Callable[[Mapping[str, Any]], Measurement] | None,
+                   budget: GateBudget = UNLIMITED) -> None:
+    """Re-time the runners-up: one that now beats the winner significantly marks the ranking stale. Only
+    while the gate's budget lasts: the ranking is advice, the verdict is decided already."""
     if measure_runner_up is None:
         return
-    for up in case.entry.runners_up:
+    took = 0.0  # the last runner-up's time: what the next one is expected to take
+    for i, up in enumerate(case.entry.runners_up):
+        if not budget.allows(took):
+            outcome.notes.append(f"ranking: {len(case.entry.runners_up) - i} runner(s)-up not re-timed "
+                                 "within the gate budget")
+            break
+        began = budget.clock()
         m = measure_runner_up(up.params)
+        took = budget.clock() - began
         if not m.ok:
             continue
         # "faster" here means the runner-up beats the winner's fresh samples significantly.
@@ -350,7 +382,7 @@ def interleaved(measure_a: Measure, measure_b: Measure, rounds: int, warmup_roun
 
 def run_ab_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measure_locked: Measure, measure_current: Measure,
                 tolerance: float, alpha: float, rounds: int = AB_ROUNDS, *, confirm_blocks: int = AB_CONFIRM_BLOCKS,
-                pause_s: float = CONFIRM_PAUSE_S,
+                pause_s: float = CONFIRM_PAUSE_S, budget: GateBudget | None = None,
                 on_round: Callable[[int, int], None] | None = None) -> GateOutcome:
     """The edited kernel against its locked source, side by side at the locked parameters.
 
@@ -361,16 +393,27 @@ def run_ab_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measure_lock
     a block's samples share one scheduling window, so a block is one draw of
     the machine's conditions, however many samples it holds. If the locked
     source no longer builds or runs here, :class:`LockedSourceUnusable` is
-    raised and the caller falls back to :func:`run_gate`. ``on_round(done, at_most)`` follows each block.
+    raised and the caller falls back to :func:`run_gate`. A further block
+    starts only while ``budget`` allows its pause and the last block's length;
+    a suspected slowdown the budget leaves unconfirmed is ``incomparable``.
+    ``on_round(done, at_most)`` follows each block.
     """
     case = GateCase(kernel, nodeid, entry, tolerance, alpha)
+    budget = budget or UNLIMITED
     blocks: list[Comparison] = []
     b: list[float] = []
+    block_s = 0.0
+    stopped = False
     while True:
         if blocks:
-            time.sleep(pause_s)
+            if not budget.allows(pause_s + block_s):
+                stopped = budget.stopped = True
+                break
+            budget.sleep(pause_s)
+        began = budget.clock()
         a, b, failed_a, failed_b = interleaved(measure_locked, measure_current, rounds,
                                                warmup_rounds=0 if blocks else 1)
+        block_s = budget.clock() - began
         if on_round is not None:
             on_round(len(blocks) + 1, 1 + confirm_blocks)
         if failed_b is not None:
@@ -388,6 +431,12 @@ def run_ab_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measure_lock
     absolute = case.compare(case.entry.samples, b)
     current = Measurement(params=case.entry.params, value=cmp.new_median, samples=b)
     outcome = GateOutcome("pass", cmp, current, method="a/b", absolute=absolute)
+    if stopped:  # slower in every block measured, too few blocks to confirm it
+        outcome.verdict, outcome.budget_stopped = "incomparable", True
+        outcome.message = messages.undecided(case, blocks[0], f"{cmp.change_pct:+.1f}% A/B in {len(blocks)} of "
+                                             f"{confirm_blocks + 1} blocks", budget,
+                                             first_what="the first A/B block")
+        return outcome
     if len(blocks) > 1 and not cmp.slower:
         outcome.notes.append(messages.ab_faded(blocks[0], cmp))
     if cmp.slower:
