@@ -36,7 +36,10 @@ def parse_gate_budget(value: Any) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise ValueError(f"{value!r} must be a duration such as '10s' or '5m' (or 'none')")
-    seconds = parse_duration(value)
+    try:
+        seconds = parse_duration(value)
+    except ValueError:
+        raise ValueError(f"{value!r} must be a duration such as '10s' or '5m' (or 'none')") from None
     if not math.isfinite(seconds) or seconds <= 0:
         raise ValueError(f"{value!r} must be a positive duration such as '10s' or '5m' (or 'none')")
     return float(seconds)

@@ -8,6 +8,7 @@ client of :class:`KernelLifecycle`; :func:`gate` and :class:`Kernels` serve a
 plain script or another test runner.
 """
 from ..engine.evaluator import Budget
+from ..gate.budget import SessionGateBudget, parse_gate_budget
 from ..measure.bounds import check_memory_limit, parse_size
 from ..measure.timing import TimingStats
 from ..execution.compile_pool import parse_compile_workers
@@ -28,7 +29,7 @@ from .settings import (DEVICE_CONSTANTS, INCOMPARABLE_POLICIES, MARKER_ARGS, MIS
 
 # The first line: what the pytest glue needs of the layers below to read its options, through this one door
 # (tests/project/test_architecture.py checks that the glue imports nothing else from below).
-__all__ = ["Budget", "check_memory_limit", "parse_size", "parse_compile_workers", "use_interpreter_without_gpu",
+__all__ = ["Budget", "SessionGateBudget", "parse_gate_budget", "check_memory_limit", "parse_size", "parse_compile_workers", "use_interpreter_without_gpu",
            "DEFAULT_MAX_CONFIGURATIONS", "StrategyError", "validate_strategy_spec",
            "Action", "DEFAULT_SAMPLE", "DEVICE_CONSTANTS", "Host", "INCOMPARABLE_POLICIES", "KernelCall", "KernelLifecycle",
            "KernelResult", "Kernels", "MARKER_ARGS", "MISSING_POLICIES", "MarkerError", "Mode", "Options", "Outcome",

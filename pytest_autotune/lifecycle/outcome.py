@@ -53,6 +53,7 @@ class Status(str, enum.Enum):
     ACCEPTED = "accepted"  # static: a changed binary's profile recorded (--autotune-accept-static)
     RECORDED = "recorded"  # static: a baseline recorded (--autotune-record-static)
     INFO = "info"  # a timing reported, never a verdict (Triton's interpreter)
+    SESSION_BUDGET = "session budget"  # not gated: the session's gate budget (--autotune-gate-budget) was spent
 
 
 # The summary's status of a tuned kernel, by what happened to its lock entry (see gate.retune.decide).
@@ -112,6 +113,8 @@ class SummaryRow:
     arch: str | None = None  # static rows: the architecture compared ("sm_90")
     static: dict[str, Any] | None = None  # static rows: the comparison, with both profiles
     seconds: float | None = None  # static rows: the time the check took
+    gate_seconds: float | None = None  # the wall time the gate took (first measurement to verdict)
+    gate_budget_s: float | None = None  # the budget it had (its own, or its share of the session's)
     samples: list[float] | None = None  # a gate's fresh samples
     locked_samples: list[float] | None = None  # the lock entry's, beside them
     given: frozenset[str] = field(default=frozenset(), repr=False, compare=False)

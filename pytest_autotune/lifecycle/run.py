@@ -28,6 +28,7 @@ from ..engine.tuner import (TuneError, TuneOptions, TuneResult, build_space, com
                             evaluate_once, first_failures, spills, tune)
 from .. import defaults as DEFAULTS
 from ..errors import AutotuneError, BackendUnavailable, SpecError
+from ..gate.budget import GateBudget, format_seconds
 from ..gate.static import StaticComparison, compare_profiles, evidence_note
 from ..gate.probes import GPU_PROBE_VERSION, PROBE_VERSION, cpu_kinds, probes_for
 from ..gate.retune import RetuneDecision, decide
@@ -392,6 +393,31 @@ class KernelLifecycle:
     # -- gate ---------------------------------------------------------------------------
     def _gate(self, k: KernelCall, entry: LockEntry, runner: Any, path: Path,
               check: EntryCheck) -> KernelResult:
+        """Gate the call within its time budget; the session's ledger learns what it took, whatever the end."""
+        session = self.options.session_gate_budget
+        if session is not None and session.spent:
+            self._not_gated_for_time(k.label, path)
+        s = self.settings
+        budget = (session.take(s.gate_budget, s.gate_budget_source) if session is not None
+                  else GateBudget(s.gate_budget, s.gate_budget_source)).start()
+        try:
+            return self._gate_within(k, entry, runner, path, check, budget)
+        finally:
+            if session is not None:
+                session.done(budget)
+
+    def _not_gated_for_time(self, label: str, path: Path) -> None:
+        """The session's gate budget is spent: the kernel is not gated, said in the NOT GATED line, and skipped
+        (a budget chosen to bound the job's time is no failure of the kernel's)."""
+        session = self.options.session_gate_budget
+        assert session is not None
+        why = f"session budget: {session.flag} spent by the gates before it"
+        self._record(label, Mode.GATE, Status.SESSION_BUDGET, message=why, lockfile=str(path))
+        raise _skip(f"autotune: not gated, the {why} ({format_seconds(session.spent_s)} of "
+                    f"{format_seconds(session.seconds)} in this process)")
+
+    def _gate_within(self, k: KernelCall, entry: LockEntry, runner: Any, path: Path, check: EntryCheck,
+                     budget: GateBudget) -> KernelResult:
         s, opts, label, test = self.settings, self.options, k.label, self.host.test
         params = entry.params
         kept: dict[str, Any] = {}
@@ -402,7 +428,8 @@ class KernelLifecycle:
             kept.setdefault("outputs", m.extra.get("outputs"))
             return m
 
-        outcome = self._ab_gate(k, entry, path, runner, measure_current) if "source" in check.changed else None
+        outcome = self._ab_gate(k, entry, path, runner, measure_current, budget) if "source" in check.changed \
+            else None
         if outcome is None:
             recorded = entry.machine
             kind = runner.device().kind
@@ -415,7 +442,7 @@ class KernelLifecycle:
             outcome = run_gate(label, test, entry, measure_current(), s.tolerance, s.alpha, rival,
                                remeasure=measure_current, on_round=self._phase_of(label, "gate rounds"),
                                probe=probe if recorded.get("probe") in (PROBE_VERSION, GPU_PROBE_VERSION) else None,
-                               pin=rotating_pin(runner) if kind in cpu_kinds() else None)
+                               pin=rotating_pin(runner) if kind in cpu_kinds() else None, budget=budget)
         files = changed_files(k, entry)
         changes = [*toolchain_changes(entry, {**runner.device().versions, **k.toolchain})]
         if entry.test not in (None, test):
@@ -461,6 +488,7 @@ class KernelLifecycle:
                      method=outcome.method, absolute_change_pct=absolute.change_pct if absolute else None,
                      machine=outcome.machine.changes if outcome.machine else None,
                      incomparable_policy=opts.incomparable if outcome.verdict == "incomparable" else None,
+                     gate_seconds=round(budget.elapsed, 3), gate_budget_s=budget.seconds,
                      samples=[float(x) for x in outcome.measurement.samples or []],  # the job summary's plot
                      locked_samples=entry.samples, **({"static": evidence.as_dict()} if evidence else {}))
         if outcome.failed and not info:
@@ -475,7 +503,7 @@ class KernelLifecycle:
                             outcome, entry.to_dict())
 
     def _ab_gate(self, k: KernelCall, entry: LockEntry, path: Path, runner: Any,
-                 measure_current: Callable[[], Any]) -> GateOutcome | None:
+                 measure_current: Callable[[], Any], budget: GateBudget | None = None) -> GateOutcome | None:
         """The edited source against the locked one, side by side; ``None`` when that cannot be done
         (a callable or recording, an entry without a stored source, a locked source that no longer builds)."""
         test = self.host.test
@@ -496,7 +524,7 @@ class KernelLifecycle:
             params = entry.params
             with sharing_one_cpu(locked_runner, runner):
                 return run_ab_gate(k.label, test, entry, lambda: locked_runner.evaluate(params),
-                                   measure_current, self.settings.tolerance, self.settings.alpha,
+                                   measure_current, self.settings.tolerance, self.settings.alpha, budget=budget,
                                    on_round=self._phase_of(k.label, "A/B blocks"))
         except LockedSourceUnusable as exc:
             self.host.say(f"autotune {test}::{k.label}: the locked source no longer runs here ({exc}); "

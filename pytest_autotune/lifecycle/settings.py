@@ -15,6 +15,7 @@ from ..engine.evaluator import Budget
 from .. import defaults as DEFAULTS
 from ..errors import AutotuneError
 from ..errors import SpecError
+from ..gate.budget import SessionGateBudget, parse_gate_budget
 from ..measure.timing import MeasureOptions
 from ..backends import device_constants
 from ..space import SearchSpace, SearchSpaceError, SearchSpaceTooLarge, check_params, compile_restriction
@@ -26,7 +27,7 @@ from ..strategies import StrategyError, validate_strategy_spec
 DEVICE_CONSTANTS = device_constants()
 OBJECTIVES = ("time",)
 MARKER_ARGS = ("params", "restrictions", "strategy", "budget", "objective", "tolerance", "seed", "constants",
-               "measure", "alpha")
+               "measure", "alpha", "gate_budget")
 
 
 class MarkerError(AutotuneError, ValueError):
@@ -58,6 +59,8 @@ class TuneSettings:
     constants: dict[str, Any] = field(default_factory=dict)
     measure: MeasureOptions = field(default_factory=MeasureOptions)
     max_configurations: int | None = None  # ini autotune_max_configurations; None: the space package's default
+    gate_budget: float | None = parse_gate_budget(DEFAULTS.KERNEL_GATE_BUDGET)  # seconds one gate of this kernel may take (None: no limit)
+    gate_budget_source: str = f"the default {DEFAULTS.KERNEL_GATE_BUDGET}"  # where it came from, for the message
 
 
 def _fail(arg: str, why: str) -> MarkerError:
@@ -134,12 +137,24 @@ def parse_marker(args: Sequence[Any], kwargs: Mapping[str, Any], defaults: Mappi
     if defaults.get("early_stop") is False:  # --autotune-no-early-stop / ini autotune_early_stop = false
         measure = measure.with_(early_stop=False)
 
+    if "gate_budget" in kwargs:
+        raw_gate = kwargs["gate_budget"]
+        try:
+            gate_budget = parse_gate_budget(raw_gate)
+        except ValueError as exc:
+            raise _fail("gate_budget", str(exc)) from None
+        gate_source = f"gate_budget={raw_gate}"
+    else:  # the flag's or ini option's, checked at start-up; a script's own default otherwise
+        gate_budget = defaults.get("gate_budget", parse_gate_budget(DEFAULTS.KERNEL_GATE_BUDGET))
+        gate_source = defaults.get("gate_budget_source", f"the default {DEFAULTS.KERNEL_GATE_BUDGET}")
+
     max_configurations = defaults.get("max_configurations")
     _check_space(dict(params), list(restrictions), dict(constants), max_configurations)
     return TuneSettings(params={k: list(v) for k, v in params.items()}, restrictions=list(restrictions),
                         strategy=strategy, budget=budget, budget_text=str(raw_budget), objective=objective,
                         tolerance=float(tolerance), alpha=float(alpha), seed=seed, constants=dict(constants),
-                        measure=measure, max_configurations=max_configurations)
+                        measure=measure, max_configurations=max_configurations, gate_budget=gate_budget,
+                        gate_budget_source=gate_source)
 
 
 def _reads_constants(text: str, names: Mapping[str, Any]) -> bool:
@@ -210,3 +225,6 @@ class Options:
     record_static: bool = False  # --autotune-record-static: with --autotune-compile, record static baselines
     interpreter_timing: str = DEFAULTS.INTERPRETER_TIMING  # Triton's interpreter: info | gate
     effort: str = DEFAULTS.EFFORT  # --autotune-effort: full | quick (defaults.Effort: budget, finalists, lock rounds)
+    session_gate_budget: SessionGateBudget | None = None
+    """--autotune-gate-budget: this process's part of the session's gate budget, shared out as the gates come
+    (one ledger for every kernel call of the process; None: no session budget)."""

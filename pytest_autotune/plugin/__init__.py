@@ -17,9 +17,9 @@ import pytest
 from . import hookspec
 from .. import defaults as DEFAULTS
 from .fixture import CALLS_KEY, Autotune
-from ..lifecycle import (DEFAULT_MAX_CONFIGURATIONS, DEFAULT_SAMPLE, Budget, MarkerError, StrategyError, TuneSettings,
-                         check_memory_limit, parse_arch_list, parse_compile_workers, parse_marker, parse_size,
-                         positive_sample, validate_strategy_spec)
+from ..lifecycle import (DEFAULT_MAX_CONFIGURATIONS, DEFAULT_SAMPLE, Budget, MarkerError, SessionGateBudget, StrategyError,
+                         TuneSettings, check_memory_limit, parse_arch_list, parse_compile_workers, parse_gate_budget,
+                         parse_marker, parse_size, positive_sample, validate_strategy_spec)
 from . import job_summary
 from .report import (cut_note_lines, failure_lines, fallback_line, format_table, lockfile_lines, new_lockfile_lines,
                      not_gated_line, not_tuned_line, write_json_report, write_plots)
@@ -43,6 +43,12 @@ INI_OPTIONS = {
                                  "(1 = compile inline) or auto (CPU cores minus one)", "auto"),
     "autotune_incomparable": ("what the gate does on a machine whose probes differ from the lock's: warn, skip "
                               "or fail", DEFAULTS.INCOMPARABLE),
+    "autotune_kernel_gate_budget": ("wall time one kernel's gate may take (a duration such as 10s, or none); what is "
+                                    "undecided then is not comparable; the tune marker's gate_budget= overrides it",
+                                    DEFAULTS.KERNEL_GATE_BUDGET),
+    "autotune_gate_budget": ("wall time all gates of the session may take together (a duration such as 5m, or "
+                             "none), shared out fairly; kernels reached after it are not gated",
+                             DEFAULTS.SESSION_GATE_BUDGET),
     "autotune_early_stop": ("stop timing configurations whose first runs are far slower than the best so far "
                             "(true/false)", "true"),
     "autotune_require_device": ("a kernel without a usable device fails its test instead of skipping it, when "
@@ -120,6 +126,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="default gate tolerance as a fraction (ini: autotune_tolerance)")
     group.addoption("--autotune-alpha", type=float, default=None, help="gate significance (ini: autotune_alpha)")
     group.addoption("--autotune-seed", type=int, default=None, help="default strategy seed")
+    group.addoption("--autotune-kernel-gate-budget", default=None, metavar="DURATION",
+                    help=f"wall time one kernel's gate may take, e.g. 30s or none (default "
+                         f"{DEFAULTS.KERNEL_GATE_BUDGET}; the marker's gate_budget= overrides it; ini: "
+                         "autotune_kernel_gate_budget)")
+    group.addoption("--autotune-gate-budget", default=None, metavar="DURATION",
+                    help="wall time all gates of the session may take together, e.g. 5m (default none), shared "
+                         "out fairly; under pytest-xdist each worker has its share (ini: autotune_gate_budget)")
     group.addoption("--autotune-no-early-stop", action="store_true", default=False,
                     help="time every configuration in full (ini: autotune_early_stop = false)")
     group.addoption("--autotune-ranking", action="store_true", default=False,
@@ -204,6 +217,13 @@ def _validated_defaults(config: pytest.Config) -> dict[str, Any]:
         if not valid(value):
             raise pytest.UsageError(f"{where}={raw}: expected a number in [{low:g}, {high:g}), e.g. {example}")
         values[name] = value
+    raw, where = source("--autotune-kernel-gate-budget", "autotune_kernel_gate_budget")
+    try:
+        values["gate_budget"] = parse_gate_budget(str(raw).strip())
+    except ValueError as exc:
+        raise pytest.UsageError(f"{where}={raw}: {exc}") from None
+    given = opt("autotune_kernel_gate_budget") is not None or str(raw).strip() != DEFAULTS.KERNEL_GATE_BUDGET
+    values["gate_budget_source"] = (f"{where}={raw}" if given else f"the default autotune_kernel_gate_budget={raw}")
     values["max_configurations"] = _max_configurations(ini("autotune_max_configurations"))
     raw = config.getini("autotune_output_cap")
     try:
@@ -266,6 +286,33 @@ def _cluster(config: pytest.Config) -> str | None:
     return raw
 
 
+def _session_gate_budget(config: pytest.Config) -> SessionGateBudget | None:
+    """``--autotune-gate-budget`` (else the ini option): this process's part of it. Under pytest-xdist each
+    worker gates its own kernels beside the others, so each gets the session budget over the workers."""
+    raw, where = config.getoption("autotune_gate_budget"), "--autotune-gate-budget"
+    if raw is None:
+        raw, where = config.getini("autotune_gate_budget"), "ini option autotune_gate_budget"
+    try:
+        seconds = parse_gate_budget(str(raw).strip())
+    except ValueError as exc:
+        raise pytest.UsageError(f"{where}={raw}: {exc}") from None
+    if seconds is None:
+        return None
+    workers = max(1, int(getattr(config, "workerinput", {}).get("workercount", 1)))
+    return SessionGateBudget(seconds / workers, flag=f"{where}={raw}" + (f" (over {workers} workers)"
+                                                                          if workers > 1 else ""))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The kernels the session budget is shared among: the marked tests selected, this worker's part of them."""
+    budget = config.stash[STATE_KEY].options.session_gate_budget
+    if budget is not None:
+        workers = max(1, int(getattr(config, "workerinput", {}).get("workercount", 1)))
+        marked = sum(1 for item in items if item.get_closest_marker("tune") is not None)
+        budget.expected = max(1, -(-marked // workers))
+
+
 def _early_stop_default(config: pytest.Config) -> bool:
     if config.getoption("autotune_no_early_stop"):
         return False
@@ -307,6 +354,7 @@ def _resolve_options(config: pytest.Config) -> Options:
                    compile_workers=_compile_workers(config), require_device=_require_device(config),
                    cluster=_cluster(config), compile_archs=list(opt("autotune_compile") or []),
                    compile_sample=opt("autotune_compile_sample"), effort=_effort(config),
+                   session_gate_budget=_session_gate_budget(config),
                    **_static_options(config))
 
 
@@ -353,7 +401,8 @@ def _effort(config: pytest.Config) -> str:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"tune(params, restrictions=[], strategy={DEFAULTS.STRATEGY!r}, "
                                        f"budget={DEFAULTS.BUDGET}, objective='time', tolerance={DEFAULTS.TOLERANCE:.2f}, "
-                                       f"seed=None, constants={{}}, measure={{}}, alpha={DEFAULTS.ALPHA:g}): "
+                                       f"seed=None, constants={{}}, measure={{}}, alpha={DEFAULTS.ALPHA:g}, "
+                                       f"gate_budget={DEFAULTS.KERNEL_GATE_BUDGET!r}): "
                                        "auto-tune the kernel(s) this test runs through the autotune fixture")
     config.addinivalue_line("markers", "gpu: needs a CUDA device; skipped cleanly without one")
     options = _resolve_options(config)

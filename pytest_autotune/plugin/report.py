@@ -183,7 +183,7 @@ def new_lockfile_lines(rows: Iterable[Mapping[str, Any]]) -> list[str]:
 
 def not_gated_line(rows: Iterable[Mapping[str, Any]]) -> str:
     """The closing line naming every kernel the gate could not check, and why (visible without -rs)."""
-    return _unchecked_line(rows, ("gate", "static"), ("missing", "stale", "no device"), "NOT GATED")
+    return _unchecked_line(rows, ("gate", "static"), ("missing", "stale", "no device", "session budget"), "NOT GATED")
 
 
 def not_tuned_line(rows: Iterable[Mapping[str, Any]]) -> str:
