@@ -137,10 +137,12 @@ GATE_NODES = [
     ("absolute", 0, 6, "step", "fresh samples against the locked samples"),
     ("test", 0, 7, "decision", "Median slower by more than the tolerance and Mann-Whitney U p < alpha?"),
     ("pass", 1, 7, "pass", "pass (clearly faster: pass, with a note to re-tune)"),
-    ("persist", 0, 8, "decision", "Still slower in fresh rounds, each after a short pause?"),
+    ("persist", 0, 8, "decision", "Still slower in fresh rounds, each after a short pause, while the gate's "
+                                  "time budget lasts?"),
     ("burst", 1, 8, "pass", "pass: a burst of load, not the kernel"),
     ("probes", 0, 9, "decision", "Unchanged source: do the machine probes (triad, FMA chain) explain the slowdown?"),
-    ("incomparable", 1, 9, "warn", "not comparable: warn (default), skip or fail (--autotune-incomparable)"),
+    ("incomparable", 1, 9, "warn", "not comparable (the machine explains it, or undecided within the budget): "
+                                   "warn (default), skip or fail (--autotune-incomparable)"),
     ("regression", 0, 10, "fail", "REGRESSION: the test fails, with the numbers, the locked params and the "
                                  "re-tune command"),
 ]
@@ -150,7 +152,8 @@ GATE_EDGES = [
     ("trust", "verify", "yes"), ("verify", "broken", "wrong"), ("verify", "edited", "correct"),
     ("edited", "ab", "yes"), ("edited", "absolute", "no"), ("ab", "test", ""), ("absolute", "test", ""),
     ("test", "pass", "no"), ("test", "persist", "yes"), ("persist", "burst", "no"), ("persist", "probes", "yes"),
-    ("probes", "incomparable", "yes"), ("probes", "regression", "no, or A/B"),
+    ("persist", "incomparable", "budget spent"), ("probes", "incomparable", "yes"),
+    ("probes", "regression", "no, or A/B"),
 ]
 
 ARCH_NODES = [

@@ -9,8 +9,10 @@ import json
 
 import pytest
 
-from tests.plugin.test_plugin_e2e import (REPLAY_TEST, c_cache, fake_recording, project, run,  # noqa: F401 (fixtures)
-                                          run_report)
+from tests.plugin import test_plugin_e2e as e2e
+from tests.plugin.test_plugin_e2e import REPLAY_TEST, fake_recording, run, run_report
+
+c_cache, project = e2e.c_cache, e2e.project  # the e2e tests' fixtures: a hermetic compile cache, a project
 
 KEY = "test_replay.py::test_replay::fake_gpu"
 
