@@ -165,3 +165,18 @@ def test_a_bad_budget_is_a_value_error_naming_it(text: object) -> None:
 
 def test_budgets_read_as_written() -> None:
     assert (format_seconds(10), format_seconds(300), format_seconds(2.05)) == ("10 s", "5 min", "2.05 s")
+
+
+def test_the_marker_budget_beats_the_flags_default() -> None:
+    from pytest_autotune.lifecycle import MarkerError, parse_marker
+
+    params = {"params": {"B": [1, 2]}}
+    assert parse_marker((), params, {}).gate_budget == 10.0  # the built-in default (scripts)
+    settings = parse_marker((), {**params, "gate_budget": "30s"}, {"gate_budget": 5.0, "gate_budget_source": "x"})
+    assert (settings.gate_budget, settings.gate_budget_source) == (30.0, "gate_budget=30s")
+    settings = parse_marker((), params, {"gate_budget": 5.0, "gate_budget_source": "--autotune-kernel-gate-budget=5s"})
+    assert (settings.gate_budget, settings.gate_budget_source) == (5.0, "--autotune-kernel-gate-budget=5s")
+    assert parse_marker((), {**params, "gate_budget": "none"}, {}).gate_budget is None
+    with pytest.raises(MarkerError, match="tune marker argument 'gate_budget'") as caught:
+        parse_marker((), {**params, "gate_budget": 0}, {})
+    assert caught.value.argument == "gate_budget"
