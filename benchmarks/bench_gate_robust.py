@@ -19,6 +19,13 @@ same first measurement: ``today`` (benchmarks/_gate_today.py: the probes' best r
 run_gate: fresh rounds beside the probes on the kernel's CPU, like-for-like rounds compared as they are,
 the others corrected; runner-up no excuse).
 
+``budget`` (issue 39) is the new gate with a time budget (``--budget``, default the product's per-kernel default,
+10 s; more budgets, comma-separated, are columns ``budget 30s``, ...): the very rounds the ``new`` gate measured, replayed through ``run_gate`` with that budget on a clock that
+advances by what each measurement, probe and pause took then (:class:`Replay`). A budgeted gate measures a
+prefix of the unbudgeted one's rounds, so this is its verdict on the same machine states, and the difference
+between the two columns is the budget's alone. ``gate s`` is each gate's wall time (median and max), the first
+measurement included.
+
 A failure of an unchanged kernel is a false alarm; of a slowed one a detection; "incomparable" is neither.
 "rounds" is the new gate's mean count of fresh rounds (its cost beyond the first measurement); the JSON keeps
 each wrong or undecided verdict of the new gate with its rounds (CPU, like-for-like, probes, change).
@@ -31,7 +38,7 @@ is measured on the very rounds the machine produced (same verdicts for the same 
 
     python benchmarks/bench_gate_robust.py [--runs 50] [--edit-runs 10] [--kernels compute,memory]
                                            [--conditions quiet,busy1,busy2] [--scenarios unchanged,env]
-                                           [--slowdowns 1.3,3]
+                                           [--slowdowns 1.3,3] [--budget 10s]
                                            [--json benchmarks/results/bench_gate_robust.json]
                                            [--trace ~/.cache/pytest-autotune/gate-traces/NAME.jsonl]
     python benchmarks/bench_gate_robust.py --merge A.json B.json ... --json MERGED.json
@@ -62,7 +69,9 @@ from _gate_today import machine_differs, run_gate_today  # noqa: E402
 from pytest_autotune.engine.tuner import CONFIRM_ROUNDS, confirm, params_key  # noqa: E402
 from pytest_autotune.gate.probes import measure_cpu_probes, probe_sizes  # noqa: E402
 from pytest_autotune.gate.rounds import LOCK_MORE_PAUSES_S, best_state_rounds, measure_round, rotating_pin  # noqa: E402
+from pytest_autotune import defaults as DEFAULTS  # noqa: E402
 from pytest_autotune.gate import verdict as gate_verdict  # noqa: E402
+from pytest_autotune.gate.budget import GateBudget, parse_gate_budget  # noqa: E402
 from pytest_autotune.gate.verdict import MORE_ROUND_PAUSES_S, run_ab_gate, run_gate  # noqa: E402
 from pytest_autotune.measure.timing import MeasureOptions  # noqa: E402
 from pytest_autotune.runners import KernelSpec, make_runner  # noqa: E402
@@ -120,6 +129,54 @@ class Recorded:
         p = self._probe()
         self.probes.append(p)
         return p
+
+
+class Timed:
+    """A measure and a probe that keep what they return and when each ended (seconds since ``began``, the
+    first measurement's start), in call order, for a replay."""
+
+    def __init__(self, measure: Any, probe: Any, began: float) -> None:
+        self._measure, self._probe, self.began = measure, probe, began
+        self.calls: list[tuple[str, Any, float]] = []
+
+    def _call(self, kind: str, fn: Any) -> Any:
+        value = fn()
+        self.calls.append((kind, value, time.monotonic() - self.began))
+        return value
+
+    def measure(self) -> Any:
+        return self._call("measure", self._measure)
+
+    def probe(self) -> Any:
+        return self._call("probe", self._probe)
+
+
+class Replay:
+    """The calls a :class:`Timed` recorded, returned again in order, on a clock that reads, after each, the time
+    the unbudgeted gate had then (pauses, pinning and statistics included): the budgeted gate on the rounds
+    the unbudgeted one measured, at the moments it measured them, without measuring again."""
+
+    def __init__(self, timed: Timed, started_at: float) -> None:
+        self.calls, self.at, self.now = timed.calls, 0, started_at
+
+    def _next(self, kind: str) -> Any:
+        got, value, ended = self.calls[self.at]
+        assert got == kind, (got, kind, self.at)
+        self.at += 1
+        self.now = max(self.now, ended)
+        return value
+
+    def measure(self) -> Any:
+        return self._next("measure")
+
+    def probe(self) -> Any:
+        return self._next("probe")
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
 
 
 def trace_header(locks: dict[str, Any], tolerance: float, alpha: float, **more: Any) -> str:
@@ -226,6 +283,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--look-ahead", type=int, default=8,
                         help="with --trace: rounds measured after a gate that did not pass, for replays of rules "
                              "that need more rounds")
+    parser.add_argument("--budget", default=DEFAULTS.KERNEL_GATE_BUDGET,
+                        help="the budgeted gate's per-kernel budget (a duration, e.g. 10s); more, comma-separated "
+                             "(10s,30s), are replayed on the same rounds as columns 'budget 30s', ...")
     parser.add_argument("--tolerance", type=float, default=0.10)
     parser.add_argument("--alpha", type=float, default=0.01)
     parser.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "bench_gate_robust.json"))
@@ -234,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--merge", nargs="+", default=None, metavar="JSON",
                         help="no runs: combine earlier --json outputs (of one gate version) into one table")
     args = parser.parse_args(argv)
+    args.budgets = [b.strip() for b in args.budget.split(",") if b.strip()]
+    args.budget_s = parse_gate_budget(args.budgets[0])
     if args.merge:
         return merge(args.merge, Path(args.json), argv)
     chosen = [k.strip() for k in args.kernels.split(",") if k.strip()]
@@ -254,6 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     new_failures: list[dict[str, Any]] = []  # the new gate's wrong or undecided verdicts, round by round
     fresh_rounds: dict[tuple[str, str, str], list[int]] = defaultdict(list)  # the new gate's cost, in rounds
     loads: dict[str, list[float]] = defaultdict(list)
+    gate_seconds: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
     for i in range(args.runs):
         if i == 0 or (args.lock_every and i % args.lock_every == 0):  # a new lock: its state is a draw too
             lock_default_probes, entries, today_entries, sizes, six_rounds = record_locks(specs, args.tolerance)
@@ -273,15 +336,32 @@ def main(argv: list[str] | None = None) -> int:
                                            *((f"env x{f:g}", round(base * f)) for f in args.slowdowns
                                              if "env" in scenarios)]:
                         with runner(specs[name], reps) as session:
+                            began = time.monotonic()
                             m = session.evaluate(LOCKED)
+                            first_s = time.monotonic() - began
                             today = run_gate_today(today_entries[name], m, args.tolerance, args.alpha,
                                                    lambda: session.evaluate(LOCKED), other_machine[name],
                                                    session.evaluate)
                             rec = Recorded(lambda: session.evaluate(LOCKED),
                                            lambda: measure_cpu_probes(**sizes[name]))
+                            timed = Timed(rec.measure, rec.probe, began)
                             pin = rotating_pin(session)
+                            unlimited = GateBudget(None)
+                            unlimited.started = began
                             new = run_gate(name, "bench", entries[name], m, args.tolerance, args.alpha,
-                                           remeasure=rec.measure, probe=rec.probe, pin=pin)
+                                           remeasure=timed.measure, probe=timed.probe, pin=pin, budget=unlimited)
+                            gate_seconds[(name, scenario, condition, "new")].append(unlimited.elapsed)
+                            for k, text in enumerate(args.budgets):  # each budget on the same rounds
+                                replay = Replay(timed, first_s)
+                                limited = GateBudget(parse_gate_budget(text), f"--budget={text}",
+                                                     clock=replay.clock, sleep=replay.sleep)
+                                limited.started = 0.0
+                                budgeted = run_gate(name, "bench", entries[name], m, args.tolerance, args.alpha,
+                                                    remeasure=replay.measure, probe=replay.probe, pin=pin,
+                                                    budget=limited)
+                                column = "budget" if k == 0 else f"budget {text}"
+                                gate_seconds[(name, scenario, condition, column)].append(limited.elapsed)
+                                results[(name, scenario, condition, column)].append(budgeted.verdict)
                             cpus = [r["cpu"] for r in new.rounds]
                             if trace is not None and new.verdict in ("slower", "incomparable"):
                                 cpus += look_ahead(rec, pin, len(cpus), args.look_ahead)
@@ -299,14 +379,19 @@ def main(argv: list[str] | None = None) -> int:
                     if i < args.edit_runs:  # the header edit, A/B as the product does it (locked header first)
                         edited = spec_in(tmp / f"{name}-edit", name, round(base * (1 + HEADER_EDIT)))
                         with runner(specs[name]) as a, runner(edited) as b, sharing_one_cpu(a, b):
+                            ab_budget = GateBudget(args.budget_s, f"--budget={args.budget}").start()
                             verdict = run_ab_gate(name, "bench", entries[name], lambda: a.evaluate(LOCKED),
-                                                  lambda: b.evaluate(LOCKED), args.tolerance, args.alpha).verdict
-                        results[(name, f"header +{HEADER_EDIT:.0%}", condition, "new")].append(verdict)
+                                                  lambda: b.evaluate(LOCKED), args.tolerance, args.alpha,
+                                                  budget=ab_budget).verdict
+                        edit = f"header +{HEADER_EDIT:.0%}"
+                        results[(name, edit, condition, "budget")].append(verdict)  # measured with the budget
+                        gate_seconds[(name, edit, condition, "budget")].append(ab_budget.elapsed)
         print(f"  round {i + 1}/{args.runs} ({time.perf_counter() - started:.0f} s, load {os.getloadavg()[0]:.1f})",
               flush=True)
         # written after every round: a run stopped early (a shared machine's time is short) keeps its rounds
         summarise(args, argv, results, entries, today_entries, sizes, loads, load_before, new_failures, env_before,
-                  started, rounds=i + 1, final=i + 1 == args.runs, fresh_rounds=fresh_rounds, locks=locks)
+                  started, rounds=i + 1, final=i + 1 == args.runs, fresh_rounds=fresh_rounds, locks=locks,
+                  gate_seconds=gate_seconds)
     if trace is not None:
         trace.close()
     return 0
@@ -327,17 +412,21 @@ def merge(paths: list[str], out: Path, argv: list[str] | None) -> int:
     per cell and per condition with both kernels pooled (the issue's targets are per condition)."""
     cells: dict[tuple[str, str, str, str], Counter] = defaultdict(Counter)
     rounds: dict[tuple[str, str, str, str], float] = defaultdict(float)
+    seconds: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
     for path in paths:
         for row in json.loads(Path(path).read_text(encoding="utf-8"))["results"]:
             key = (row["kernel"], row["scenario"], row["condition"], row["gate"])
             cells[key].update(row["verdicts"])
             rounds[key] += row.get("fresh_rounds_mean", 0.0) * row["runs"]
+            seconds[key] += row.get("gate_seconds", [])
     rows, table = [], []
     for key, c in sorted(cells.items()):
         runs, fails = sum(c.values()), failures(c)
         rows.append({"kernel": key[0], "scenario": key[1], "condition": key[2], "gate": key[3], "runs": runs,
                      "failures": fails, "verdicts": dict(c),
-                     **({"fresh_rounds_mean": round(rounds[key] / runs, 2)} if rounds[key] else {})})
+                     **({"fresh_rounds_mean": round(rounds[key] / runs, 2)} if rounds[key] else {}),
+                     **({"gate_seconds": seconds[key], "gate_seconds_median": round(float(np.median(seconds[key])), 2),
+                         "gate_seconds_max": max(seconds[key])} if seconds[key] else {})})
         table.append([*key, f"{fails}/{runs}", str(c["incomparable"]),
                       f"{rounds[key] / runs:.1f}" if rounds[key] else "-"])
     print_table(table, ["kernel", "scenario", "condition", "gate", "fail/runs", "n.c.", "rounds"],
@@ -360,21 +449,27 @@ def merge(paths: list[str], out: Path, argv: list[str] | None) -> int:
 
 def summarise(args: Any, argv: list[str] | None, results: Any, entries: Any, today_entries: Any, sizes: Any,
               loads: Any, load_before: Any, new_failures: Any, env_before: Any, started: float, rounds: int,
-              final: bool, fresh_rounds: Any, locks: Any = None) -> None:
-    header = ["kernel", "scenario", "condition", "gate", "runs", "fail", "rate", "incomparable", "rounds"]
+              final: bool, fresh_rounds: Any, locks: Any = None, gate_seconds: Any = None) -> None:
+    header = ["kernel", "scenario", "condition", "gate", "runs", "fail", "rate", "incomparable", "rounds",
+              "gate s (median/max)"]
     table, rows = [], []
     for (name, scenario, condition, gate), verdicts in sorted(results.items()):
         counts = Counter(verdicts)
         fails = failures(counts)
         kind = "false alarms" if scenario == "unchanged" else "detected"
         used = fresh_rounds.get((name, scenario, condition)) if gate == "new" else None
+        took = (gate_seconds or {}).get((name, scenario, condition, gate))
         table.append([name, scenario, condition, gate, str(len(verdicts)), str(fails),
                       f"{fails / len(verdicts):.0%} {kind}", str(counts["incomparable"]),
-                      f"{np.mean(used):.1f}" if used else "-"])
+                      f"{np.mean(used):.1f}" if used else "-",
+                      f"{np.median(took):.1f}/{max(took):.1f}" if took else "-"])
         rows.append({"kernel": name, "scenario": scenario, "condition": condition, "gate": gate,
                      "runs": len(verdicts), "failures": fails, "verdicts": dict(counts),
                      **({"fresh_rounds_mean": round(float(np.mean(used)), 2), "fresh_rounds_max": max(used)}
-                        if used else {})})
+                        if used else {}),
+                     **({"gate_seconds_median": round(float(np.median(took)), 2),
+                         "gate_seconds_max": round(max(took), 2),
+                         "gate_seconds": [round(x, 2) for x in took]} if took else {})})
     if final:
         print()
         print_table(table, header, title=f"gate today vs new: tolerance {args.tolerance:.0%}, alpha {args.alpha:g}")
@@ -385,7 +480,7 @@ def summarise(args: Any, argv: list[str] | None, results: Any, entries: Any, tod
                             "alpha": args.alpha, "kernels": list(entries), "conditions": list(loads),
                             "slowdowns": args.slowdowns,
                             "header_edit": HEADER_EDIT,
-                            "scenarios": args.scenarios},
+                            "scenarios": args.scenarios, "budget": args.budget},
                "lock": {k: {"median_ms": round(e["stats"]["median"], 5), "probe_sizes": sizes[k]}
                         for k, e in entries.items()},
                "lock_today": {k: {"median_ms": round(e["stats"]["median"], 5)} for k, e in today_entries.items()},

@@ -258,7 +258,9 @@ def _judge_in_rounds(case: GateCase, outcome: GateOutcome, remeasure: Measure, g
     latest: list[float] = []  # the latest round's samples, all of them (the runners-up are timed against them)
     decision: Decision | None = None
     schedule = [*pauses, *more_pauses]
-    round_s = 0.0  # the last round's length: what the next one is expected to take
+    # the last round's length: what the next one is expected to take (the first, the first measurement's: the
+    # budget starts before it, and a round measures the same kernel again, with the probes)
+    round_s = budget.elapsed
     for i, pause in enumerate(schedule):
         if i == len(pauses) and not evidence.like_rounds:
             break  # no like-for-like round: more rounds are unlikely to bring one, the correction decides
