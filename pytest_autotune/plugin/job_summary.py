@@ -19,9 +19,9 @@ from .report import _fmt_ms, _fmt_params
 
 ENV = "GITHUB_STEP_SUMMARY"
 FAILED = ("REGRESSION", "BROKEN", "failed", "WORSE", "FAILED", "refused")
-UNCHECKED = ("missing", "stale", "no device", "incomparable")
+UNCHECKED = ("missing", "stale", "no device", "incomparable", "session budget")
 ICON = {"REGRESSION": "❌", "BROKEN": "❌", "failed": "❌", "pass": "✅", "faster": "🚀", "stale-ranking": "⚠️",
-        "missing": "⚠️", "stale": "⚠️", "no device": "⚠️", "incomparable": "⚠️", "first lock": "🔒",
+        "missing": "⚠️", "stale": "⚠️", "no device": "⚠️", "incomparable": "⚠️", "session budget": "⚠️", "first lock": "🔒",
         "new winner": "🔒", "kept lock": "🔒", "left alone": "➖", "WORSE": "❌", "changed": "🔁", "accepted": "🔒",
         "recorded": "🔒", "info": "ℹ️", "compiled": "✅", "FAILED": "❌", "refused": "❌"}
 
