@@ -171,7 +171,7 @@ def test_the_marker_budget_beats_the_flags_default() -> None:
     from pytest_autotune.lifecycle import MarkerError, parse_marker
 
     params = {"params": {"B": [1, 2]}}
-    assert parse_marker((), params, {}).gate_budget == 10.0  # the built-in default (scripts)
+    assert parse_marker((), params, {}).gate_budget == 30.0  # the built-in default (scripts)
     settings = parse_marker((), {**params, "gate_budget": "30s"}, {"gate_budget": 5.0, "gate_budget_source": "x"})
     assert (settings.gate_budget, settings.gate_budget_source) == (30.0, "gate_budget=30s")
     settings = parse_marker((), params, {"gate_budget": 5.0, "gate_budget_source": "--autotune-kernel-gate-budget=5s"})
