@@ -134,3 +134,29 @@ def test_a_bad_marker_budget_is_a_collection_error_naming_the_argument(project: 
     result = run(project)
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*tune marker argument 'gate_budget': 'a while' must be a duration such as*"])
+
+
+class _WorkerConfig:
+    """What _session_gate_budget reads of a pytest-xdist worker's config: the flag, the ini option, workerinput."""
+
+    def __init__(self, flag: str | None, ini: str = "none", workers: int | None = None) -> None:
+        self.flag, self.ini = flag, ini
+        if workers is not None:
+            self.workerinput = {"workercount": workers, "workerid": "gw0"}
+
+    def getoption(self, name: str) -> str | None:
+        return self.flag
+
+    def getini(self, name: str) -> str:
+        return self.ini
+
+
+def test_under_xdist_each_worker_has_the_session_budget_over_the_workers() -> None:
+    from pytest_autotune.plugin import _session_gate_budget
+
+    assert _session_gate_budget(_WorkerConfig(None)) is None  # the default: no session budget
+    alone = _session_gate_budget(_WorkerConfig("5m"))
+    assert alone is not None and alone.seconds == 300.0 and alone.flag == "--autotune-gate-budget=5m"
+    worker = _session_gate_budget(_WorkerConfig(None, ini="4m", workers=4))
+    assert worker is not None and worker.seconds == 60.0
+    assert worker.flag == "ini option autotune_gate_budget=4m (over 4 workers)"
