@@ -288,9 +288,7 @@ def compile_outcome(spec: KernelSpec, settings: Any, options: Any, test: str, la
                           **({"note": "static baseline: " + "; ".join(recorded)} if recorded else {}))
     if failures:
         return Outcome.failed(f"autotune: {report.failure_message()}", row)
-    nan = float("nan")
-    no_timing = TimingStats(median=nan, mean=nan, min=nan, max=nan, iqr=nan, n=0, samples=[])
-    return Outcome.passed(KernelResult(label, "compile", dict(chosen), no_timing), row)
+    return Outcome.passed(KernelResult(label, "compile", dict(chosen), TimingStats.untimed()), row)
 
 
 def _record_static(spec: KernelSpec, settings: Any, options: Any, test: str, label: str, runner: str | None,

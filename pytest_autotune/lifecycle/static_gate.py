@@ -15,7 +15,6 @@ static baselines (:func:`record_static_baselines`).
 """
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +28,7 @@ from ..lock.entry import LockEntry
 from ..lock.lockfile import LockfileError, entry_key, get_entry, merge_entries, read_lockfile, utc_timestamp
 from ..lock.static_baseline import BaselineEntry, read_baselines, record_baseline
 from ..measure.timing import TimingStats
-from ..space import SearchSpaceError
+from ..space import SearchSpace, SearchSpaceError
 from ..space.membership import declared_configuration
 from ..static.profile import StaticProfile, profile_cubin
 from .calls import KernelCall
@@ -39,9 +38,6 @@ from .settings import Options, TuneSettings
 
 __all__ = ["StaticTarget", "static_targets", "StaticGate", "build_profile", "record_static_baselines",
            "compile_triton"]
-
-_NAN = float("nan")
-
 
 @dataclass(frozen=True)
 class StaticTarget:
@@ -126,8 +122,7 @@ class StaticGate:
         params = dict(targets[0].params) if targets else {}
         order = {name: i for i, name in enumerate(self.settings.params)}
         params = dict(sorted(params.items(), key=lambda kv: order.get(kv[0], len(order))))
-        return KernelResult(k.label, "static", params,
-                            TimingStats(median=_NAN, mean=_NAN, min=_NAN, max=_NAN, iqr=_NAN, n=0, samples=[]))
+        return KernelResult(k.label, "static", params, TimingStats.untimed())
 
     # -- one architecture --------------------------------------------------------------------
     def _row(self, k: KernelCall, t: StaticTarget, status: Status, message: str, started: float,
@@ -171,7 +166,8 @@ class StaticGate:
         earlier = (f"; its timing was measured on an earlier binary ({timed[:19]}..., accepted without a GPU "
                    "run)") if timed and timed != comparison.now.fingerprint else ""  # type: ignore[union-attr]
         tools = f" (toolchain: {', '.join(comparison.toolchain)})" if comparison.toolchain else ""
-        fields = {"params": params, "static": comparison.as_dict(), "note": ("identical" if comparison.identical else comparison.line(t.what)) + earlier}
+        note = "identical" if comparison.identical else comparison.line(t.what)
+        fields = {"params": params, "static": comparison.as_dict(), "note": note + earlier}
         if comparison.identical:
             return _Checked(self._row(k, t, Status.PASS, f"pass (static): binary identical to the "
                                       f"{t.what}'s{tools}{earlier}", started, **fields))
@@ -213,9 +209,8 @@ class StaticGate:
                 merge_entries(t.path, {entry_key(self.test, k.label): data}, t.lock_device or {})
             else:
                 assert t.baseline is not None
-                record_baseline(self.options.lockdir, BaselineEntry(
-                    self.test, k.label, params, t.baseline.runner, dict(k.hashes), now, t.baseline.origin,
-                    utc_timestamp(), {"pytest_autotune": __version__}))
+                record_baseline(self.options.lockdir, _baseline(self.test, k, params, t.baseline.runner, now,
+                                                                t.baseline.origin))
         except LockfileError as exc:
             return _Checked(self._row(k, t, Status.FAILED, f"{exc}", started, params=params), failed=True)
         what = comparison.line() if comparison is not None else "no profile before"
@@ -223,6 +218,12 @@ class StaticGate:
                                   "holds today's binary profile" + (", its timing kept" if t.entry else ""),
                                   started, params=params, note=f"accepted: {what}", lock_written=True,
                                   static={**(comparison.as_dict() if comparison else {}), "now": now.to_dict()}))
+
+
+def _baseline(test: str, k: KernelCall, params: Mapping[str, Any], runner: str, profile: StaticProfile,
+              origin: str) -> BaselineEntry:
+    return BaselineEntry(test, k.label, dict(params), runner, dict(k.hashes), profile, origin, utc_timestamp(),
+                         {"pytest_autotune": __version__})
 
 
 def record_static_baselines(k: KernelCall, test: str, archs: Sequence[int], chosen: Mapping[int, Mapping[str, Any]],
@@ -237,15 +238,13 @@ def record_static_baselines(k: KernelCall, test: str, archs: Sequence[int], chos
             continue
         try:
             profile = build_profile(k, params, cc, runner)
-            path = record_baseline(lockdir, BaselineEntry(test, k.label, dict(params), runner or "cupy",
-                                                          dict(k.hashes), profile, origins.get(cc, "first configuration"),
-                                                          utc_timestamp(), {"pytest_autotune": __version__}))
+            path = record_baseline(lockdir, _baseline(test, k, params, runner or "cupy", profile,
+                                                      origins.get(cc, "first configuration")))
         except (AutotuneError, LockfileError) as exc:
             lines.append(f"sm_{cc}: not recorded: {exc}")
             continue
-        occupancy = f"{profile.occupancy:.0%}" if math.isfinite(profile.occupancy) else "-"
-        lines.append(f"sm_{cc}: recorded in {path.name} ({profile.registers} registers, occupancy {occupancy}, "
-                     f"{profile.instructions.get('total', 0)} instructions)")
+        lines.append(f"sm_{cc}: recorded in {path.name} ({profile.registers} registers, occupancy "
+                     f"{profile.occupancy:.0%}, {profile.instructions.get('total', 0)} instructions)")
     return lines
 
 
@@ -269,21 +268,18 @@ def compile_triton(k: KernelCall, settings: TuneSettings, options: Options, test
                                                     where="params")
                 origins[cc] = "lock entry"
             else:
-                from ..space import SearchSpace
-
                 space = SearchSpace(s.params, s.restrictions, constants, max_configurations=s.max_configurations)
                 if not len(space):
                     problems.append(f"sm_{cc}: no configuration of the space fits sm_{cc}'s limits")
                     continue
                 chosen[cc], origins[cc] = space.get(0), "first configuration"
-            built = k.static_build(chosen[cc], cc, "triton")  # type: ignore[misc]
+            k.static_build(chosen[cc], cc, "triton")  # type: ignore[misc]  # built: that is the check
         except BackendUnavailable as exc:  # the check was asked for: without Triton's compiler it fails
             return Outcome.failed(f"autotune: --autotune-compile: {k.label}: {exc}")
         except (AutotuneError, SearchSpaceError) as exc:
             problems.append(f"sm_{cc} {chosen.get(cc, {})}: {str(exc).splitlines()[0] if str(exc) else exc}")
             chosen.pop(cc, None)
             continue
-        del built  # compiled: that is the check; the profile is built again only when recorded
     recorded = record_static_baselines(k, test, [cc for cc in options.compile_archs if cc in chosen], chosen,
                                        origins, "triton", options.lockdir) if options.record_static else []
     params = next(iter(chosen.values()), {})
@@ -294,7 +290,4 @@ def compile_triton(k: KernelCall, settings: TuneSettings, options: Options, test
                           **({"note": "static baseline: " + "; ".join(recorded)} if recorded else {}))
     if problems:
         return Outcome.failed(f"autotune: {test}::{k.label} does not build: " + "; ".join(problems), row)
-    nan = float("nan")
-    return Outcome.passed(KernelResult(k.label, "compile", dict(params),
-                                       TimingStats(median=nan, mean=nan, min=nan, max=nan, iqr=nan, n=0, samples=[])),
-                          row)
+    return Outcome.passed(KernelResult(k.label, "compile", dict(params), TimingStats.untimed()), row)

@@ -118,6 +118,12 @@ class TimingStats:
     samples: list[float] = field(default_factory=list)
 
     @classmethod
+    def untimed(cls) -> "TimingStats":
+        """The stats of a result nothing timed (a compile check, a static verdict): NaN, no samples."""
+        nan = float("nan")
+        return cls(median=nan, mean=nan, min=nan, max=nan, iqr=nan, n=0, samples=[])
+
+    @classmethod
     def from_samples(cls, samples: Sequence[float]) -> "TimingStats":
         data = np.asarray(samples, dtype=float)
         if data.size == 0:
