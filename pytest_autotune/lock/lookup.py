@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AutotuneError
+from ..execution.includes import include_dirs, local_headers
 from .hashing import hash_source, kernel_source_hash
 from .devices import find_lockfile
 from .lockfile import read_lockfile
@@ -289,19 +290,23 @@ def _select(kernel: str, tuned: list[_Tuned], problem_size: Any, dtypes: Sequenc
                      f"{path.stem}; using the nearest tuned size {size_label(nearest.size)} ({nearest.key})")
 
 
-def _read_source(source: str | os.PathLike[str]) -> str:
+def _read_source(source: str | os.PathLike[str]) -> tuple[str, Path | None]:
+    """The kernel's code, and its file when ``source`` names one (its folder is on the include path)."""
     if isinstance(source, os.PathLike) or ("\n" not in source and os.path.isfile(source)):
-        return Path(source).read_text(encoding="utf-8")
-    return source
+        return Path(source).read_text(encoding="utf-8"), Path(source)
+    return source, None
 
 
 def _check_stale(kernel: str, tuned: _Tuned, source: str | os.PathLike[str], kernel_name: str | None) -> None:
     recorded = tuned.entry.hashes.get("source")
-    code = _read_source(source)
+    code, source_file = _read_source(source)
     options = tuned.entry.compiler_options
     options = [str(o) for o in options] if isinstance(options, list) else []
     names = [kernel_name] if kernel_name else [kernel]
-    current = {hash_source(code), *(kernel_source_hash(code, n, options) for n in names)}
+    # the lock's hash covers the local headers the kernel includes: found as the tuning found them (beside
+    # the kernel file, then the -I folders of the locked options), else every kernel with one reads as stale
+    headers = local_headers(code, include_dirs(source_file, options)) if "include" in code else {}
+    current = {hash_source(code), *(kernel_source_hash(code, n, options, headers) for n in names)}
     if recorded not in current:
         warnings.warn(LockStaleWarning(
             f"locked_params({kernel!r}): the kernel's source changed since {tuned.key} was tuned; its parameters "

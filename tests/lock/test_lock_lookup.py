@@ -361,6 +361,33 @@ def test_entries_tuned_by_the_plugin_are_found_by_size_and_checked_against_their
         locked_params("scale", 4096, lockdir, device=path.stem, source=source)
 
 
+SCALE_HEADER_C = '#include "factor.h"\n' + SCALE_C.replace("* FACTOR", "* FACTOR * HEADER_ONE")
+
+
+@pytest.mark.skipif(__import__("shutil").which("gcc") is None, reason="the C runner needs gcc")
+def test_an_unchanged_kernel_that_includes_a_header_is_not_stale(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The lock's source hash covers the local headers: the lookup hashes them too (issue 40), and warns when
+    only the header changed."""
+    monkeypatch.setenv("PYTEST_AUTOTUNE_CACHE_DIR", str(tmp_path / "c-cache"))
+    pytester.makeini("[pytest]\n")
+    pytester.makefile(".c", scale=SCALE_HEADER_C)
+    pytester.makefile(".h", factor="#define HEADER_ONE 1\n")
+    pytester.makepyfile(test_scale=SCALE_TEST)
+    pytester.runpytest("-p", "no:hypothesispytest", "--autotune").assert_outcomes(passed=2)
+    (path,) = (pytester.path / "autotune.lock").glob("*.json")
+    lockdir, source = pytester.path / "autotune.lock", pytester.path / "scale.c"
+    assert read_lockfile(path).entries["test_scale.py::test_scale[4096]::scale"].headers  # the header was locked
+    monkeypatch.chdir(tmp_path)  # a service runs elsewhere: the header is found beside the kernel file
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert locked_params("scale", 4096, lockdir, device=path.stem, source=source)["FACTOR"] == 2
+        assert locked_params("scale", 256, lockdir, device=path.stem, source=str(source))["FACTOR"] == 2
+    (pytester.path / "factor.h").write_text("#define HEADER_ONE 1.0f\n")  # only the header is edited
+    with pytest.warns(LockStaleWarning, match="source changed"):
+        locked_params("scale", 4096, lockdir, device=path.stem, source=source)
+
+
 RECORDING = {  # a Kernel Tuner cache of 3 configurations
     "device_name": "Fake GPU", "kernel_name": "fake", "tune_params_keys": ["block_size_x"],
     "tune_params": {"block_size_x": [32, 64, 128]},
