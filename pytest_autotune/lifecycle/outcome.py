@@ -82,10 +82,13 @@ class SummaryRow:
     mode: Mode
     status: Status
     params: dict[str, Any] | None = None
-    time_ms: float | None = None
+    time_ms: float | None = None  # a median: for a tuning, the one its lock entry holds (stats.median)
+    measured_ms: float | None = None  # a tuning: the median of this run's samples of the winner
     locked_ms: float | None = None
     change_pct: float | None = None
-    change_kind: str | None = None  # "a/b" (side by side) or "lock" (against the locked samples)
+    # "a/b" (side by side), "lock" (a gate: against the locked samples) or "now" (a tuning: this run's
+    # timing of the winner against the previous entry's median)
+    change_kind: str | None = None
     p_value: float | None = None
     absolute_change_pct: float | None = None
     method: str | None = None

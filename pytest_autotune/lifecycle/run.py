@@ -282,13 +282,15 @@ class KernelLifecycle:
         stats = TimingStats.from_samples(decision.samples) if decision.samples else result.stats
         locked_ms = old.median if old is not None else None
         # "vs lock" is one comparison, named: the new winner against the locked winner timed beside it now
-        # (the number in the note), else the kept winner's samples now against the lock's median
+        # (the number in the note, "a/b"), else this run's timing of the winner against the previous lock's
+        # median ("now": a machine's state, not a verdict; the entry is kept unless the decision says otherwise)
         side_by_side = decision.change_pct is not None and decision.action == "new"
         warm = searched.warm
-        self._record(k.label, Mode.TUNE, TUNE_STATUS[decision.action], params=params, time_ms=stats.median,
+        self._record(k.label, Mode.TUNE, TUNE_STATUS[decision.action], params=params,
+                     time_ms=_lock_median(entry, stats.median), measured_ms=stats.median,
                      change_pct=decision.change_pct if side_by_side else
                      (stats.median - locked_ms) / locked_ms * 100.0 if locked_ms else None, locked_ms=locked_ms,
-                     change_kind="a/b" if side_by_side else "lock",
+                     change_kind="a/b" if side_by_side else "now",
                      evaluations=result.evaluations, budget=searched.total or s.budget_text,
                      strategy=result.strategy["name"], failures=result.failures,
                      failure_examples=first_failures(result.history),
@@ -606,7 +608,8 @@ class KernelLifecycle:
             self._record(k.label, Mode.GATE, Status.BROKEN, params=result.params, message=message,
                          lockfile=str(path))
             raise _fail(message)
-        self._record(k.label, Mode.GATE, Status.INFO, params=result.params, time_ms=m.value, lockfile=str(path),
+        median = TimingStats.from_samples(m.samples).median if m.samples else m.value
+        self._record(k.label, Mode.GATE, Status.INFO, params=result.params, time_ms=median, lockfile=str(path),
                      note="verified in the interpreter; no interpreter lock to time it against",
                      message="the locked configuration computes the right result in Triton's interpreter")
         return KernelResult(k.label, "static", result.params, TimingStats.from_samples(m.samples or [m.value]),
@@ -623,3 +626,11 @@ class KernelLifecycle:
 
     def _record(self, kernel: str, mode: Mode, status: Status, **fields: Any) -> None:
         self._row = SummaryRow.make(self.host.test, kernel, mode, status, **fields)
+
+
+def _lock_median(entry: Mapping[str, Any], measured: float) -> float:
+    """The median the lock entry holds after the tuning (what the summary prints): on a CPU the winner is
+    re-timed in rounds beside the probes, so it is not the search's median (``measured``, kept beside it)."""
+    stats = entry.get("stats") if isinstance(entry, Mapping) else None
+    median = stats.get("median") if isinstance(stats, Mapping) else None
+    return float(median) if isinstance(median, (int, float)) and not isinstance(median, bool) else measured

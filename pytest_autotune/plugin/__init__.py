@@ -21,8 +21,9 @@ from ..lifecycle import (DEFAULT_MAX_CONFIGURATIONS, DEFAULT_SAMPLE, Budget, Mar
                          TuneSettings, check_memory_limit, parse_arch_list, parse_compile_workers, parse_gate_budget,
                          parse_marker, parse_size, positive_sample, validate_strategy_spec)
 from . import job_summary
-from .report import (cut_note_lines, failure_lines, fallback_line, format_table, lockfile_lines, new_lockfile_lines,
-                     not_gated_line, not_tuned_line, write_json_report, write_plots)
+from .report import (failure_lines, fallback_line, lockfile_lines, new_lockfile_lines, not_gated_line, not_tuned_line,
+                     write_json_report, write_plots)
+from .table import format_table, wrap
 from .session import INCOMPARABLE_POLICIES, MISSING_POLICIES, STATE_KEY, Options, SessionState
 
 
@@ -503,13 +504,18 @@ class _SummaryPlugin:
 
 def _summary(terminalreporter: Any, state: SessionState) -> None:
     rows = sorted(state.rows, key=lambda r: (r["test"], r["kernel"], r["mode"] == "static", r.get("arch") or ""))
-    write = terminalreporter.write_line
+    width = terminalreporter.config.get_terminal_writer().fullwidth
+
+    def write(line: str, **markup: bool) -> None:
+        # every line of the summary fits the terminal: a long one (an A/B note, a path) wraps, indented
+        for part in wrap(line, width):
+            terminalreporter.write_line(part, **markup)
+
     show = bool(rows) and state.options.verbosity >= -1
     if show:
         terminalreporter.write_sep("=", "autotune summary")
-        width = terminalreporter.config.get_terminal_writer().fullwidth
-        for line in format_table(rows, width=width) + cut_note_lines(rows, width=width):
-            write(line)
+        for line in format_table(rows, width=width):
+            terminalreporter.write_line(line)
         for r in rows:
             name = f"{r['test']}::{r['kernel']}"
             if r.get("status") == "faster":

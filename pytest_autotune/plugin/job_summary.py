@@ -67,7 +67,8 @@ def _change(row: Mapping[str, Any]) -> str:
     change = row.get("change_pct")
     if change is None:
         return "-"
-    return f"{change:+.1f}%" + (" (A/B)" if row.get("change_kind") == "a/b" else "")
+    kind = row.get("change_kind")  # "now": a tuning's timing of the winner against the previous entry's median
+    return f"now {change:+.1f}%" if kind == "now" else f"{change:+.1f}%" + (" (A/B)" if kind == "a/b" else "")
 
 
 def plot_name(row: Mapping[str, Any], suffix: str = "") -> str:
@@ -95,7 +96,7 @@ def render(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any] | None = N
         out.append(", ".join(f"{n} {cell(s)}" for s, n in sorted(counts.items(), key=lambda kv: -kv[1])) + ".")
         out.append("")
         static = any(_static(r) for r in rows)
-        headers = ["test", "kernel", "mode", "status", "winner", "time", "vs lock", *(["static"] if static else [])]
+        headers = ["test", "kernel", "mode", "status", "winner", "median", "vs lock", *(["static"] if static else [])]
         out.append("| " + " | ".join(headers) + " |")
         out.append("| " + " | ".join(["---"] * 5 + ["---:", "---:"] + (["---"] if static else [])) + " |")
         for r in rows:

@@ -1,4 +1,5 @@
-"""Summary rows of a run: the terminal table, the JSON report and convergence plots.
+"""Summary rows of a run: the lines below the terminal table (:mod:`.table`), the JSON report and convergence
+plots.
 
 A row is a plain JSON-able dict so it can travel from pytest-xdist workers to
 the controller inside a test report's ``user_properties``.
@@ -11,12 +12,6 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-# "vs lock": against the lock's median, or "+4.9% A/B" where the gate timed the locked source beside the edit
-COLUMNS = ("kernel", "mode", "status", "winner", "time", "vs lock", "evals", "strategy", "failures", "note")
-# Columns that give way, in this order, when the table is wider than the terminal, down to these widths.
-SHRINK_STEPS = (("winner", 16), ("note", 10), ("failures", 12), ("kernel", 24), ("winner", 10), ("kernel", 16),
-                ("note", 4), ("winner", 4))  # the last two: room for whole test names (the note follows the table)
-ALWAYS_SHOWN = ("kernel", "mode", "status")  # other columns are left out when no row has anything in them
 ELLIPSIS = "…"
 
 
@@ -38,96 +33,6 @@ def _shorten(text: str, width: int, keep_end: bool = False) -> str:
     if width <= 1:
         return ELLIPSIS[:width]
     return ELLIPSIS + text[-(width - 1):] if keep_end else text[: width - 1] + ELLIPSIS
-
-
-def shorten_nodeid(text: str, width: int) -> str:
-    """``tests/…/test_cpu_kernels.py::test_blocked_matmul::matmul``: a node id cut in its middle (the file's
-    path), never in the test name or the kernel; three tests ending in ``_matmul`` stay three names."""
-    if len(text) <= width:
-        return text
-    path, sep, tail = text.partition("::")
-    if not sep or len(tail) + 3 > width:  # no room for the test name: the end, as a last resort
-        return _shorten(text, width, keep_end=True)
-    room = width - len(tail) - 3  # characters of the path kept, around the ellipsis
-    head = (room + 1) // 2
-    return path[:head] + ELLIPSIS + (path[len(path) - (room - head):] if room - head else "") + "::" + tail
-
-
-def _test_tail(cell: str) -> int:
-    """The narrowest a test::kernel cell may be: its test name and kernel whole, after ``…::``."""
-    return len(cell.partition("::")[2]) + 3 if "::" in cell else 0
-
-
-def table_rows(rows: Iterable[Mapping[str, Any]]) -> list[list[str]]:
-    out = []
-    for r in rows:
-        change = r.get("change_pct")
-        failures = r.get("failures") or {}
-        out.append([
-            f"{r.get('test', '')}::{r.get('kernel', '')}" + (f"@{r['arch']}" if r.get("arch") else ""),
-            str(r.get("mode", "")),
-            str(r.get("status", "")),
-            _fmt_params(r.get("params")),
-            _fmt_ms(r.get("time_ms")),
-            "-" if change is None else f"{change:+.1f}%" + (" A/B" if r.get("change_kind") == "a/b" else ""),
-            "-" if r.get("evaluations") is None else f"{r['evaluations']}/{r.get('budget', '-')}",
-            str(r.get("strategy") or "-"),
-            ", ".join(f"{k}:{v}" for k, v in sorted(failures.items())) or "-",
-            str(r.get("note") or "-"),
-        ])
-    return out
-
-
-def _fit(widths: dict[str, int], width: int | None, floors: Mapping[str, int] | None = None) -> dict[str, int]:
-    """Narrow the shrinkable columns (winner first) until the table fits ``width`` characters, if it can;
-    never below ``floors`` (the kernel column keeps every test name whole)."""
-    widths = dict(widths)
-    for name, narrowest in SHRINK_STEPS:
-        narrowest = max(narrowest, (floors or {}).get(name, 0))
-        excess = sum(widths.values()) + 2 * (len(widths) - 1) - (width or 0)
-        if not width or excess <= 0:
-            break
-        if name in widths:
-            widths[name] -= min(excess, max(0, widths[name] - narrowest))
-    return widths
-
-
-def _layout(rows: Sequence[Mapping[str, Any]], width: int | None) -> tuple[list[list[str]], list[int], dict[str, int]]:
-    """The table's cells, the indices of the columns shown and their fitted widths by name."""
-    body = table_rows(rows)
-    shown = [i for i, h in enumerate(COLUMNS) if h in ALWAYS_SHOWN or not body or any(b[i] != "-" for b in body)]
-    natural = {COLUMNS[i]: max([len(COLUMNS[i]), *(len(b[i]) for b in body)]) for i in shown}
-    fitted = _fit(natural, width, {"kernel": max([_test_tail(b[0]) for b in body] or [0])})
-    if width and sum(fitted.values()) + 2 * (len(fitted) - 1) > width:
-        fitted = _fit(natural, width)  # a test name longer than the room left: cut it after all, at its start
-    return body, shown, fitted
-
-
-def format_table(rows: Sequence[Mapping[str, Any]], width: int | None = None) -> list[str]:
-    """Fixed-width table lines, one row per kernel, fitted to ``width`` (the terminal's) when given.
-
-    Columns empty in every row are left out; long winners (then notes, failures and test ids) are
-    cut with an ellipsis. The JSON report keeps the full text; :func:`cut_note_lines` the notes cut.
-    """
-    body, shown, fitted = _layout(rows, width)
-    headers = [COLUMNS[i] for i in shown]
-    widths = [fitted[h] for h in headers]
-    lines = ["  ".join(h[:w].ljust(w) for h, w in zip(headers, widths)).rstrip()]
-    lines.append("  ".join("-" * w for w in widths))
-    for b in body:
-        cells = [shorten_nodeid(b[i], w) if COLUMNS[i] == "kernel" else _shorten(b[i], w)
-                 for i, w in zip(shown, widths)]
-        lines.append("  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip())
-    return lines
-
-
-def cut_note_lines(rows: Sequence[Mapping[str, Any]], width: int | None = None) -> list[str]:
-    """The whole note of every row whose note the fitted table cut ("source changed since lock" must
-    stay readable next to the verdict on an 80-column CI log), one line each."""
-    _, _, fitted = _layout(rows, width)
-    room = fitted.get("note", 0)
-    return [f"  {r.get('test')}::{r.get('kernel')}{'@' + r['arch'] if r.get('arch') else ''}: {r['note']}"
-            for r in rows if r.get("note") and len(str(r["note"])) > room]
 
 
 def failure_lines(row: Mapping[str, Any], width: int = 160) -> list[str]:

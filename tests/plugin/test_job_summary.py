@@ -30,7 +30,7 @@ def _table(markdown: str) -> list[list[str]]:
 def test_regressions_come_first_with_their_message() -> None:
     md = job_summary.render(ROWS, {"mode": "gate"})
     table = _table(md)
-    assert table[0][:7] == ["test", "kernel", "mode", "status", "winner", "time", "vs lock"]
+    assert table[0][:7] == ["test", "kernel", "mode", "status", "winner", "median", "vs lock"]
     assert [r[0] for r in table[2:]] == ["t.py::test_pipe", "t.py::test_new", "t.py::test_ok"]
     assert all(len(r) == len(table[0]) for r in table)  # the | in the kernel name stays in its cell
     assert table[2][1] == "k\\|2" and "**REGRESSION**" in table[2][3] and table[2][6] == "+30.0%"

@@ -34,7 +34,7 @@ import numpy as np
 import pytest
 
 from pytest_autotune.lock.lockfile import parse_lockfile, serialize
-from pytest_autotune.plugin.report import COLUMNS, table_rows
+from pytest_autotune.plugin.table import COLUMNS, table_rows
 
 # Inner sessions run in this process (pytester.runpytest), and pytester drops every module they
 # imported when they end. Importing the runners and scipy.stats (the gate's Mann-Whitney test,
@@ -1262,15 +1262,15 @@ def test_source_edits_are_gated_side_by_side_with_the_locked_source(project: pyt
     # A comment edit: gated A/B against the locked source, passes.
     original = (project.path / "swork.c").read_text()
     (project.path / "swork.c").write_text(original + "/* a comment */\n")
-    monkeypatch.setenv("COLUMNS", "80")  # a CI log's width: the table's note cell is cut, the note is not lost
+    monkeypatch.setenv("COLUMNS", "80")  # a CI log's width: the note goes whole on a line below the row
     result = run(project, "--autotune-report=comment.json")
     monkeypatch.setenv("COLUMNS", "400")
     result.assert_outcomes(passed=1)
     (row,) = json.loads((project.path / "comment.json").read_text())["kernels"]
     assert row["method"] == "a/b" and row["status"] in ("pass", "faster")
     assert row["note"].startswith("source changed since lock (swork.c); A/B against the locked source")
-    result.stdout.fnmatch_lines(["  test_swork.py::test_swork::swork: source changed since lock (swork.c); A/B "
-                                 "against the locked source*"])
+    result.stdout.fnmatch_lines(["test_swork*::test_swork::swork  gate  *",
+                                 "    note: source changed since lock (swork.c); A/B against the locked source*"])
 
     # An edit that doubles the work fails, whatever this machine's speed against the lock's. (+30 % edits are
     # measured in benchmarks/bench_gate_robust.py, 45/48 caught; in the -n 2 suite, with the other worker's

@@ -20,7 +20,8 @@ from pytest_autotune.gate.verdict import retune_command, run_gate
 from pytest_autotune.lifecycle.settings import MARKER_ARGS, MarkerError, parse_marker
 from pytest_autotune.measure.timing import MeasureOptions
 from pytest_autotune.plugin import _budget_default
-from pytest_autotune.plugin.report import (COLUMNS, table_rows, cut_note_lines, failure_lines, format_table, lockfile_lines,
+from pytest_autotune.plugin.table import COLUMNS, format_table, short_ids, table_rows
+from pytest_autotune.plugin.report import (failure_lines, lockfile_lines,
                                     not_gated_line, not_tuned_line, write_json_report, write_plots)
 from pytest_autotune.results import FailureKind, Measurement
 from pytest_autotune.lifecycle.scratch import ScratchCache
@@ -304,7 +305,7 @@ ROWS = [
 def test_summary_table_columns_and_formats() -> None:
     lines = format_table(ROWS)
     assert len(lines) == 2 + len(ROWS)
-    assert lines[0].split() == ["kernel", "mode", "status", "winner", "time", "vs", "lock", "evals", "strategy",
+    assert lines[0].split() == ["kernel", "mode", "status", "winner", "median", "vs", "lock", "evals", "strategy",
                                 "failures", "note"]
     assert set(lines[1]) == {"-", " "}
     starts = [i for i, c in enumerate(lines[1]) if c == "-" and (i == 0 or lines[1][i - 1] == " ")]
@@ -326,31 +327,30 @@ def test_summary_table_columns_and_formats() -> None:
 
 
 @pytest.mark.parametrize("width", [80, 120, 140])
-def test_summary_table_fits_the_terminal_width(width: int) -> None:
+def test_summary_table_fits_the_terminal_width_and_cuts_nothing(width: int) -> None:
     long_test = "tests/test_a_rather_long_module_name.py::test_with_a_long_name[param-1]"
     rows = [{**ROWS[1], "test": long_test, "note": "source changed since lock"}, ROWS[0]]
     if width == 80:  # a gate run: no evaluations, failures or notes to show
         rows = [{**ROWS[1], "test": long_test, "strategy": "auto"}, {**ROWS[1], "status": "pass"}]
     lines = format_table(rows, width=width)
     assert max(len(line) for line in lines) <= width, "\n".join(lines)
-    regression = lines[2]
-    assert "…" in regression  # the winner column is cut with an ellipsis
-    assert "REGRESSION" in regression and "+23.0%" in regression  # the verdict columns are never cut
-    if width > 80:  # room for the test name: the node id is cut in its file path, the test name kept whole
-        assert "…" in lines[2].split("::")[0] and "::test_with_a_long_name[param-1]::k  gate" in lines[2]
-    else:
-        assert "name[param-1]::k  gate" in lines[2]  # no room: the end is kept
+    assert "…" not in "".join(lines)  # nothing is cut: what does not fit wraps
+    text = " ".join(line.strip() for line in lines)
+    # the file's stem (its path too where there is room), the test and the kernel
+    assert re.search(r"(tests/)?test_a_rather_long_module_name(\.py)?::test_with_a_long_name\[param-1\]::k", text)
+    assert ", ".join(f"P{i}={1000 + i}" for i in range(10)) in text  # the whole winner
+    regression = next(line for line in lines if "REGRESSION" in line)
+    assert "+23.0%" in regression and "12.5 ms" in regression  # the verdict columns on one line
     wide = format_table(rows, width=1000)
-    assert "P9=1009" in wide[2] and "…" not in "".join(wide)
+    assert len(wide) == 2 + len(rows) and "P9=1009" in wide[2] and long_test in wide[2]  # one line a kernel
 
 
-def test_a_note_the_table_cuts_is_printed_whole_below_it() -> None:
+def test_a_long_note_is_kept_whole_in_the_narrow_table() -> None:
     edited = {**ROWS[1], "status": "pass", "note": "source changed since lock; A/B against the locked source"}
     rows = [edited, {**ROWS[1], "test": "t.py::test_z", "note": "short"}]
-    assert any("source ch…" in line for line in format_table(rows, width=80))  # the cell is cut at 80 columns
-    assert cut_note_lines(rows, width=80) == [
-        "  t.py::test_b::k: source changed since lock; A/B against the locked source"]
-    assert cut_note_lines(rows, width=1000) == cut_note_lines(rows) == []  # whole in the table: nothing below
+    lines = format_table(rows, width=80)
+    assert "    note: source changed since lock; A/B against the locked source" in lines
+    assert "    note: short" in lines and max(map(len, lines)) <= 80
 
 
 def test_failure_lines_lockfile_lines_and_the_not_gated_line(tmp_path: Path) -> None:
@@ -432,23 +432,39 @@ def test_progress_is_quiet_with_q_and_on_xdist_workers(verbosity: int, worker: b
     assert (state.progress("k", 3).write_line is not None) == shown
 
 
-def test_at_80_columns_a_node_id_is_cut_in_its_middle_never_in_the_test_name() -> None:
-    """Three tests ending in ``_matmul`` must not all read ``…_matmul::matmul`` in a CI log."""
-    tests = ["tests/test_cpu_kernels.py::test_blocked_matmul", "tests/test_cpu_kernels.py::test_naive_matmul",
-             "tests/gpu/test_gpu_kernels.py::test_tiled_matmul"]
-    rows = [{**ROWS[1], "test": t, "kernel": "matmul", "status": "pass", "note": "changed since lock: tile.h"}
-            for t in tests]
+MATMULS = ["tests/test_cpu_kernels.py::test_blocked_matmul", "tests/test_cuda_kernels.py::test_tiled_matmul",
+           "tests/test_opencl_kernels.py::test_opencl_tiled_matmul"]
+
+
+def test_at_80_columns_every_row_names_its_test_with_winner_and_note_whole() -> None:
+    """Three tests ending in ``_matmul`` must not all read ``…_matmul::matmul`` in a CI log (issue 40), nor their
+    winners and notes ``BLO…`` and ``sou…``."""
+    rows = [{**ROWS[0], "test": t, "kernel": "matmul", "status": "first lock",
+             "params": {"BLOCK_I": 192, "BLOCK_J": 192, "BLOCK_K": 8}, "note": f"warm start from {t}"}
+            for t in MATMULS]
     lines = format_table(rows, width=80)
     assert max(len(line) for line in lines) <= 80, "\n".join(lines)
-    for line, test in zip(lines[2:], tests):
-        name = test.split("::")[1]
-        assert f"::{name}::matmul " in line, "\n".join(lines)
-        assert "…" in line.split("::")[0]
+    for test in MATMULS:
+        stem, name = test.removeprefix("tests/").split(".py::")
+        assert f"{stem}::{name}::matmul" in lines, "\n".join(lines)  # the row's own line, whole
+    assert lines.count("    winner: BLOCK_I=192, BLOCK_J=192, BLOCK_K=8") == 3
+    joined = " ".join(line.strip() for line in lines)
+    assert all(f"note: warm start from {t}" in joined for t in MATMULS)
+    assert all(line.startswith("    ") for line in lines if "first lock" in line)  # under the row's name
+
+
+def test_short_ids_grow_until_no_two_tests_read_the_same() -> None:
+    ids = ["tests/a/test_x.py::test_y::k", "tests/b/test_x.py::test_y::k", "tests/test_z.py::test_y::k",
+           "tests/test_z.py::test_y::k"]
+    assert short_ids(ids) == ["a/test_x::test_y::k", "b/test_x::test_y::k", "test_z::test_y::k", "test_z::test_y::k"]
+    assert short_ids(["a/t.py::x::k", "t.py::x::k"]) == ["a/t::x::k", "t.py::x::k"]  # the id itself at the end
 
 
 def test_vs_lock_says_which_comparison_it_is() -> None:
     """An A/B change (locked source beside the edit) is marked; a change against the lock's median is not."""
     rows = [{**ROWS[1], "test": "t.py::a", "change_pct": -4.9, "change_kind": "a/b"},
-            {**ROWS[1], "test": "t.py::b", "change_pct": 23.0, "change_kind": "lock"}]
+            {**ROWS[1], "test": "t.py::b", "change_pct": 23.0, "change_kind": "lock"},
+            {**ROWS[1], "test": "t.py::c", "change_pct": 62.4, "change_kind": "now"}]
     cells = table_rows(rows)
     assert cells[0][5] == "-4.9% A/B" and cells[1][5] == "+23.0%"
+    assert cells[2][5] == "now +62.4%"  # a tuning's timing of a kept winner now: no verdict, and it says so
