@@ -11,7 +11,8 @@
     ``-DAUTOTUNE_DEVICE_<SLUG>``, or flat JSON (see :mod:`pytest_autotune.lock.export`).
 ``devices [--lockdir DIR]``
     The devices each runner sees, whether each builds a trivial kernel, and the
-    lockfile each uses (an existing one under an older name included).
+    lockfile each uses (an existing one under an older name included); why CUDA is
+    unavailable when it is, and Triton's interpreter when Triton is importable.
 
 Exit codes: 0 success, 1 ``diff --fail-on-change`` found a difference, or ``devices``
 found PyOpenCL installed but no OpenCL device that builds, 2 usage error or a missing /
@@ -91,12 +92,60 @@ def _fmt_strategy(entry: LockEntry) -> str:
     return f"{name} (seed {seed})" if seed is not None else name
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int | None = None,
+           below: Sequence[str] = ()) -> str:
+    """A fixed-width table; wider than ``width``, each row's first cell gets a line of its own, its other
+    cells but ``below`` the next, indented, and the ``below`` cells (long ones: the parameters) indented
+    lines of their own, wrapped at ``width``: nothing is cut."""
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    if width and sum(widths) + 2 * (len(widths) - 1) > width and rows:
+        return _narrow_table(headers, rows, width, below)
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
     lines.append("  ".join("-" * w for w in widths))
     lines.extend("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)
     return "\n".join(lines)
+
+
+def _wrap(text: str, width: int, first: str, indent: str) -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(text, width, initial_indent=first, subsequent_indent=indent,
+                         break_on_hyphens=False) or [first.rstrip()]
+
+
+def _narrow_table(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int, below: Sequence[str]) -> str:
+    kept = [i for i, h in enumerate(headers) if i and h not in below]
+    moved = [i for i, h in enumerate(headers) if i and h in below]
+    widths = [max(len(headers[i]), *(len(r[i]) for r in rows)) for i in kept]
+    indent = "    "
+
+    def line(cells: Sequence[str]) -> str:
+        return (indent + "  ".join(c.ljust(w) for c, w in zip(cells, widths))).rstrip()
+
+    lines = [headers[0], line([headers[i] for i in kept])]
+    lines.append("-" * min(width, max(map(len, lines))))
+    for row in rows:
+        lines += _wrap(row[0], width, "", "  ")
+        lines += _wrap(line([row[i] for i in kept]).strip(), width, indent, indent + "  ") \
+            if len(line([row[i] for i in kept])) > width else [line([row[i] for i in kept])]
+        for i in moved:
+            lines += _wrap(row[i], width, f"{indent}{headers[i]}: ", indent + "  ")
+    return "\n".join(lines)
+
+
+def terminal_width(out: TextIO) -> int | None:
+    """The width to fit tables to: ``COLUMNS`` when set (as pytest's summary honours it), else the terminal's
+    when ``out`` is one; ``None`` (no limit) when the output goes to a file or a pipe."""
+    import os
+    import shutil
+
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isdigit() and int(columns) > 0:
+        return max(int(columns), 40)
+    isatty = getattr(out, "isatty", None)
+    if callable(isatty) and isatty():
+        return max(shutil.get_terminal_size(fallback=(80, 24)).columns, 40)
+    return None
 
 
 def _device_name(lockfile: Lockfile) -> str:
@@ -107,8 +156,8 @@ def _device_name(lockfile: Lockfile) -> str:
     return str(model or slug or "unknown device")
 
 
-def render_lockfile(lockfile: Lockfile, path: Path) -> str:
-    """Human-readable table of one lockfile."""
+def render_lockfile(lockfile: Lockfile, path: Path, width: int | None = None) -> str:
+    """Human-readable table of one lockfile, fitted to ``width`` columns when given (see :func:`_table`)."""
     n = len(lockfile.entries)
     header = f"{path}: {_device_name(lockfile)}, schema {lockfile.schema}, {n} entr{'y' if n == 1 else 'ies'}"
     if not n:
@@ -127,8 +176,9 @@ def render_lockfile(lockfile: Lockfile, path: Path) -> str:
                 str(entry.timestamp or "-"),
             ]
         )
-    table = _table(["key", "params", "median", "n", "strategy", "evaluations", "timestamp"], rows)
-    return header + "\n" + table
+    table = _table(["key", "params", "median", "n", "strategy", "evaluations", "timestamp"], rows, width,
+                   below=("params",))
+    return "\n".join(_wrap(header, width, "", "    ") if width else [header]) + "\n" + table
 
 
 # --------------------------------------------------------------------------- loading
@@ -163,7 +213,8 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
             combined = {p.name: json.loads(serialize(lf)) for p, lf in loaded}
             out.write(json.dumps(combined, indent=2, sort_keys=True) + "\n")
         return EXIT_OK
-    out.write("\n\n".join(render_lockfile(lf, p) for p, lf in loaded) + "\n")
+    width = terminal_width(out)
+    out.write("\n\n".join(render_lockfile(lf, p, width) for p, lf in loaded) + "\n")
     return EXIT_OK
 
 
@@ -362,27 +413,75 @@ def _opencl_rows(cl: Any) -> tuple[list[list[str]], bool]:
 
 
 def _cuda_rows() -> list[list[str]]:
-    """CUDA devices through CuPy, when it is installed and a driver answers (not probed: NVRTC builds)."""
+    """CUDA devices through CuPy (its NVRTC builds an empty kernel), else PyCUDA (not probed: nvcc builds);
+    with neither, one row saying why: the runners' own reasons (not installed, no driver, no device), and
+    whether this machine has a CUDA driver at all."""
+    from .errors import BackendUnavailable
+
+    reasons = []
+    for probe in (_cupy_devices, _pycuda_devices):
+        try:
+            return probe()
+        except BackendUnavailable as exc:
+            reasons.append(str(exc))
+        except Exception as exc:  # noqa: BLE001 - a driver that fails otherwise: say so, list what else works
+            reasons.append(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": "))
+    import ctypes.util
+
+    if ctypes.util.find_library("cuda") is None:
+        reasons.append("no CUDA driver (libcuda) on this machine")
+    return [["cuda", "-", "-", "no: " + "; ".join(reasons)]]
+
+
+def _cupy_devices() -> list[list[str]]:
+    from .backends.cupy_runner import import_cupy
+    from .execution.device import detect_cuda_device_cupy
+
+    cupy = import_cupy(0)  # BackendUnavailable: not installed, no driver or device, no NVRTC
+    return [["cuda", f"{i} {(info := detect_cuda_device_cupy(i)).model}", info.slug, "yes (CuPy, NVRTC)"]
+            for i in range(cupy.cuda.runtime.getDeviceCount())]
+
+
+def _pycuda_devices() -> list[list[str]]:
+    from .backends.pycuda_runner import import_pycuda
+    from .execution.device import detect_cuda_device_pycuda
+
+    drv = import_pycuda(0)  # BackendUnavailable: not installed, no driver or device, no nvcc
+    return [["cuda", f"{i} {(info := detect_cuda_device_pycuda(i)).model}", info.slug, "not probed (PyCUDA, nvcc)"]
+            for i in range(drv.Device.count())]
+
+
+def _triton_rows() -> list[list[str]]:
+    """Triton's runner when Triton is importable: its interpreter on this CPU (whether ``TRITON_INTERPRET`` is
+    set, or the plugin sets it for want of a GPU), or the GPU it launches on. Nothing when Triton is absent."""
     import importlib.util
+    import os
 
-    if importlib.util.find_spec("cupy") is None:
+    if importlib.util.find_spec("triton") is None:
         return []
-    try:
-        import cupy
+    if importlib.util.find_spec("torch") is None:
+        return [["triton", "-", "-", "no: the triton runner needs torch (pip install torch)"]]
+    from .backends.triton_kernel import gpu_device_present, interpreter_requested, triton_version
+    from .backends.triton_runner import interpreter_device
 
-        from .execution.device import detect_cuda_device_cupy
+    value = os.environ.get("TRITON_INTERPRET")
+    if interpreter_requested() or not gpu_device_present():
+        why = (f"TRITON_INTERPRET={value} set" if value is not None and interpreter_requested() else
+               "TRITON_INTERPRET unset: pytest-autotune sets it, no GPU here" if value is None else
+               f"TRITON_INTERPRET={value} is not true, but no GPU here: pytest-autotune runs the interpreter")
+        return [["triton", f"interpreter {triton_version()} on this CPU ({why})", interpreter_device().slug,
+                 "not probed (interpreted: checks kernels, timings are information only)"]]
+    from .backends.builtin import _triton_slug
 
-        count = cupy.cuda.runtime.getDeviceCount()
-        return [["cuda", f"{i} {(info := detect_cuda_device_cupy(i)).model}", info.slug, "not probed"]
-                for i in range(count)]
-    except Exception as exc:  # noqa: BLE001 - no driver, no GPU: say so
-        return [["cuda", "-", "-", f"no: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"]]
+    slug = _triton_slug()
+    return [["triton", f"GPU 0 through torch (TRITON_INTERPRET {'unset' if value is None else '=' + value})",
+             slug or "-", "not probed" if slug else "no: torch sees no usable GPU"]]
 
 
 def cmd_devices(args: argparse.Namespace, out: TextIO) -> int:
     from .lock.devices import find_lockfile
 
-    rows = [_c_row(), *_cuda_rows()]
+    rows = [_c_row(), *_cuda_rows(), *_triton_rows()]
     cl = _pyopencl()
     usable = True
     if cl is not None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -78,6 +79,25 @@ def test_show_table(capsys, lockdir):
     # Columns line up: every row starts its params column at the same offset.
     offsets = {line.index("block_size_x") for line in rows.values()}
     assert len(offsets) == 1
+
+
+def test_show_honours_columns_and_cuts_nothing(capsys, lockdir, monkeypatch):
+    """``show`` fits the terminal's width like the summary does (issue 40): at 80 columns each entry's key has a
+    line of its own, its numbers the next, its parameters an indented line; a wide terminal keeps one line."""
+    path = lockdir / "nvidia-h100-80gb-hbm3.json"
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run(capsys, "show", path)
+    lines = out.splitlines()
+    assert code == 0 and max(map(len, lines)) <= 80, out
+    for key in (MM, CONV, REDUCE):
+        row = lines.index(key)  # the whole key, on its own line
+        assert "genetic (seed 3)" in lines[row + 1] and "87/100 (3 failed)" in lines[row + 1]
+        assert lines[row + 2].startswith("    params: block_size_x=")
+    assert "    params: block_size_x=128 tile=2" in lines
+    monkeypatch.setenv("COLUMNS", "400")
+    code, out, _ = run(capsys, "show", path)
+    assert sum(1 for line in out.splitlines() if line.startswith("tests/")) == 3
+    assert any(line.startswith(MM) and "block_size_x=128 tile=2" in line for line in out.splitlines())
 
 
 def test_show_json_is_the_validated_lockfile(capsys, lockdir):
@@ -248,7 +268,7 @@ def test_devices_exits_1_when_no_opencl_device_builds(tmp_path, capsys, monkeypa
     monkeypatch.setattr(opencl_device, "_probed", {})
     monkeypatch.setattr(cli, "_pyopencl", lambda: FakeCL(device("pthread-AMD EPYC", fails=True)))
     assert main(["devices", "--lockdir", str(tmp_path)]) == 1
-    out = capsys.readouterr().out
+    out = re.sub(r"  +", "  ", capsys.readouterr().out)  # the columns' widths follow the other runners' rows
     assert ("opencl  0:0 Portable Computing Language / pthread-AMD EPYC  opencl-pocl-amd-epyc.json  no: OpenCL "
             "device 'pthread-AMD EPYC' (PoCL 3.0-rc2, LLVM 14.0.6) cannot build a kernel: error: unknown target CPU "
             "'generic'; install your distribution's PoCL, e.g. apt-get install pocl-opencl-icd") in out
@@ -271,4 +291,51 @@ def test_devices_names_a_lockfile_under_its_older_name(tmp_path, capsys, monkeyp
     monkeypatch.setattr(opencl_device, "_probed", {})
     monkeypatch.setattr(cli, "_pyopencl", lambda: FakeCL(device("pthread-skylake-avx512-AMD EPYC", fails=False)))
     assert main(["devices", "--lockdir", str(tmp_path)]) == 0
-    assert f"{legacy} (older name, in use)  yes" in capsys.readouterr().out
+    assert f"{legacy} (older name, in use)  yes" in re.sub(r"  +", "  ", capsys.readouterr().out)
+
+
+def _devices_line(capsys, tmp_path, runner: str) -> str:
+    assert main(["devices", "--lockdir", str(tmp_path)]) == 0  # CUDA and Triton never change the exit status
+    return next(line for line in capsys.readouterr().out.splitlines() if line.startswith(runner + " "))
+
+
+def test_devices_says_why_cuda_is_unavailable(tmp_path, capsys, monkeypatch) -> None:
+    """Not installed, no device, or no driver: the CUDA row gives the runners' own reasons (issue 40)."""
+    import pytest_autotune.cli as cli
+    from fake_cuda import install_cupy
+
+    monkeypatch.setattr(cli, "_pyopencl", lambda: None)
+    monkeypatch.setitem(sys.modules, "cupy", None)  # neither library importable
+    monkeypatch.setitem(sys.modules, "pycuda", None)
+    line = _devices_line(capsys, tmp_path, "cuda")
+    assert "no: the cupy runner needs CuPy (pip install cupy-cuda13x" in line, line
+    assert "the pycuda runner needs PyCUDA (pip install pycuda)" in line, line
+    install_cupy(monkeypatch)  # CuPy installed, the driver sees no device
+
+    def no_device() -> int:
+        raise sys.modules["cupy.cuda.runtime"].CUDARuntimeError(  # (driver name, text, runtime name)
+            ("CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected", "cudaErrorNoDevice"))
+
+    monkeypatch.setattr(sys.modules["cupy.cuda.runtime"], "getDeviceCount", no_device)
+    line = _devices_line(capsys, tmp_path, "cuda")
+    assert "no: no usable CUDA device for CuPy: cudaErrorNoDevice: no CUDA-capable device is detected" in line, line
+    monkeypatch.setattr(sys.modules["cupy.cuda.runtime"], "getDeviceCount", lambda: 1)  # a device: listed
+    line = _devices_line(capsys, tmp_path, "cuda")
+    assert line.split()[1] == "0" and line.rstrip().endswith("yes (CuPy, NVRTC)"), line
+
+
+def test_devices_lists_the_triton_interpreter_and_whether_triton_interpret_is_set(tmp_path, capsys,
+                                                                                  monkeypatch) -> None:
+    pytest.importorskip("triton")
+    pytest.importorskip("torch")
+    import pytest_autotune.cli as cli
+    from pytest_autotune.backends import triton_kernel
+
+    monkeypatch.setattr(cli, "_pyopencl", lambda: None)
+    monkeypatch.setattr(triton_kernel, "gpu_device_present", lambda: False)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    line = _devices_line(capsys, tmp_path, "triton")
+    assert "interpreter" in line and "(TRITON_INTERPRET=1 set)" in line and " triton-interpreter-" in line, line
+    monkeypatch.delenv("TRITON_INTERPRET")
+    line = _devices_line(capsys, tmp_path, "triton")
+    assert "TRITON_INTERPRET unset: pytest-autotune sets it, no GPU here" in line, line
