@@ -42,6 +42,7 @@ from ..execution.compile_pool import config_key
 from ..execution.device import DeviceInfo
 from ..runners.base import capabilities, measure_of
 from ..execution.remote import DeviceStage, compile_and_ship, holds_gpu, runner_recipe
+from .fleet import ClusterRun
 
 __all__ = ["ClusterError", "ClusterSpec", "RayFleet", "SingleDevice", "parse_cluster", "RESOURCE", "check_same_model",
            "tune_on_cluster"]
@@ -349,12 +350,12 @@ class RayFleet:
         """(device ``host:pid``, configuration) of every evaluation running now (progress, monitoring)."""
         return [(d.name, dict(self._jobs[d.job].params)) for d in self._devices if d.job is not None]
 
-    def describe(self) -> dict[str, Any]:
-        """What the report keeps about the cluster."""
-        nodes = sorted({d.name.rsplit(":", 1)[0] for d in self._devices})
-        return {"devices": len(self._devices), "model": self.model, "nodes": nodes, "joined": self.joined,
-                "lost": list(self.lost), "refused": list(self.refused), "retried": self.retried,
-                "resource": self.resource}
+    def describe(self) -> ClusterRun:
+        """What the summary and the report keep about the cluster."""
+        nodes = tuple(sorted({d.name.rsplit(":", 1)[0] for d in self._devices}))
+        return ClusterRun(model=str(self.model or "-"), devices=len(self._devices), nodes=nodes,
+                          resource=self.resource, lost=tuple(self.lost), joined=self.joined,
+                          refused=tuple(self.refused), retried=self.retried)
 
     def close(self) -> None:
         """Kill the actors, cancel the compiles; shut down a Ray instance this fleet started. Idempotent."""
@@ -433,9 +434,9 @@ class SingleDevice:
 
 def tune_on_cluster(runner: Any, cluster: Any, space: Any, search: Any, budget: Any, *, cache: Any,
                     on_record: Any, seeds: Any, early_stop: bool,
-                    finish: Callable[[Any, Any, dict[str, Any]], Any], stop_systematic: bool = True) -> Any:
+                    finish: Callable[[Any, Any, ClusterRun], Any], stop_systematic: bool = True) -> Any:
     """``tune()``'s search on a cluster: every device searching at once (:class:`~.fleet.FleetEvaluator`),
-    then ``finish(history, one device, extra)`` re-times the finalists on one device. The devices are freed
+    then ``finish(history, one device, what it ran on)`` re-times the finalists on one device. The devices are freed
     however it ends (Ctrl-C included: then nothing is returned, so no lock is written)."""
     from .fleet import FleetEvaluator
     from .pipeline_depth import PipelineDepth
@@ -449,6 +450,6 @@ def tune_on_cluster(runner: Any, cluster: Any, space: Any, search: Any, budget: 
                                    depth=PipelineDepth(most, devices=fleet.devices) if most > 1 else None,
                                    stop_systematic=stop_systematic)
         history = evaluator.run(search)
-        return finish(history, one, {"cluster": fleet.describe()})
+        return finish(history, one, fleet.describe())
     finally:
         fleet.close()

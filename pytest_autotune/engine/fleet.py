@@ -20,6 +20,7 @@ drives the simulated clock the same way.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Mapping, Protocol
 
 from ..measure.timing import EarlyStop
@@ -28,7 +29,28 @@ from ..strategies.base import Strategy
 from ..strategies.batch import BatchSearch
 from .evaluator import Evaluator, SearchHistory
 
-__all__ = ["Fleet", "FleetEvaluator"]
+__all__ = ["ClusterRun", "Fleet", "FleetEvaluator"]
+
+
+@dataclass(frozen=True)
+class ClusterRun:
+    """What a tuning on a cluster ran on (``TuneResult.cluster``): the summary's line and the report's fields
+    about it. ``devices``: those searching at the end; ``lost``: devices that died (each with its error);
+    ``refused``: devices of another model that joined; ``retried``: evaluations retried on another device."""
+
+    model: str
+    devices: int
+    nodes: tuple[str, ...]
+    resource: str
+    lost: tuple[str, ...] = ()
+    joined: int = 0
+    refused: tuple[str, ...] = ()
+    retried: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"devices": self.devices, "model": self.model, "nodes": list(self.nodes), "joined": self.joined,
+                "lost": list(self.lost), "refused": list(self.refused), "retried": self.retried,
+                "resource": self.resource}
 
 
 class Fleet(Protocol):

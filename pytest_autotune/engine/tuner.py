@@ -18,6 +18,7 @@ import numpy as np
 from .. import defaults as DEFAULTS
 from ..errors import AutotuneError
 from .evaluator import Budget, EvaluationRecord, Evaluator, SearchHistory
+from .fleet import ClusterRun
 from ..measure.timing import TimingStats
 from .pipeline_depth import PipelineDepth
 from .systematic import STOP_PREFIX
@@ -72,6 +73,7 @@ class TuneResult:
     # Finalists re-timed side by side after the search: params key -> pooled samples of the rounds.
     confirmation: dict[str, list[float]] = field(default_factory=dict)
     incumbent: dict[str, Any] | None = None  # the configuration the caller asked to defend (a locked winner)
+    cluster: ClusterRun | None = None  # a tuning on a cluster (Ray): its devices, nodes, devices lost
 
     def confirmed_samples(self, params: Mapping[str, Any]) -> list[float] | None:
         """The confirmation samples of ``params`` (``None`` when it was not a finalist or failed there)."""
@@ -228,10 +230,11 @@ def tune(runner: Runner, params: Mapping[str, Sequence[Any]] | None = None,
 
         return tune_on_cluster(runner, cluster, space, search, budget, cache=cache, on_record=on_record,
                                seeds=seed_rows, early_stop=early_stop and stops_early(runner),
-                               stop_systematic=stop_systematic, finish=lambda history, finishing, extra: _finish(
+                               stop_systematic=stop_systematic, finish=lambda history, finishing, run: _finish(
                                    finishing, search, space, history, incumbent=incumbent, seed=seed,
                                    keep_outputs=keep_outputs, runners_up=runners_up, confirm_top=confirm_top,
-                                   confirm_rounds=confirm_rounds, extra=extra, on_confirm=on_confirm))
+                                   confirm_rounds=confirm_rounds, extra={"cluster": run.as_dict()}, cluster=run,
+                                   on_confirm=on_confirm))
     with compile_ahead(runner, compile_workers) as compiling:
         batch_size, prefetch = pipelined(batch_size, prefetch, compiling, compile_workers)
         # compiling ahead (a pool, or the caller's prefetch): only as many pending as keep the device busy
@@ -261,7 +264,7 @@ def effort_budget(budget: Budget | int | str | None, effort: "str | DEFAULTS.Eff
 def _finish(runner: Runner, search: Strategy, space: SearchSpace, history: SearchHistory, *,
             incumbent: Mapping[str, Any] | None, seed: int | None, keep_outputs: bool, runners_up: int,
             confirm_top: int, confirm_rounds: int, extra: dict[str, Any] | None = None,
-            on_confirm: Callable[[int, int], None] | None = None) -> TuneResult:
+            cluster: ClusterRun | None = None, on_confirm: Callable[[int, int], None] | None = None) -> TuneResult:
     """After the search: confirm the finalists on ``runner``, pick and re-measure the winner."""
     ranked = history.ranked()
     if not ranked:
@@ -289,7 +292,7 @@ def _finish(runner: Runner, search: Strategy, space: SearchSpace, history: Searc
         measurement=best.measurement, history=history, runners_up=others[:runners_up],
         strategy={"name": search.name, "hyperparameters": search.hyperparameters(), "seed": seed},
         device=runner.device(), space=space, outputs=outputs, confirmation=confirmation,
-        incumbent=dict(incumbent) if incumbent is not None else None, extra=dict(extra or {}))
+        incumbent=dict(incumbent) if incumbent is not None else None, extra=dict(extra or {}), cluster=cluster)
 
 
 def stops_early(runner: Runner) -> bool:

@@ -118,6 +118,14 @@ class SummaryRow:
     seconds: float | None = None  # static rows: the time the check took
     gate_seconds: float | None = None  # the wall time the gate took (first measurement to verdict)
     gate_budget_s: float | None = None  # the budget it had (its own, or its share of the session's)
+    # a tuning on Ray (--autotune-ray): the devices searching at the end, their nodes, the devices lost (each with
+    # its error), those of another model refused, those that joined mid-run, evaluations retried elsewhere
+    ray_devices: int | None = None
+    ray_nodes: list[str] | None = None
+    ray_lost: list[str] | None = None
+    ray_refused: list[str] | None = None
+    ray_joined: int | None = None
+    ray_retried: int | None = None
     samples: list[float] | None = None  # a gate's fresh samples
     locked_samples: list[float] | None = None  # the lock entry's, beside them
     given: frozenset[str] = field(default=frozenset(), repr=False, compare=False)

@@ -24,6 +24,7 @@ from typing import Any, Callable, Mapping
 
 from ..backends.triton_runner import INTERPRETER_KIND
 from ..engine.cluster import ClusterError
+from ..engine.fleet import ClusterRun
 from ..engine.tuner import (TuneError, TuneOptions, TuneResult, build_space, compile_ahead_summary, effort_budget,
                             evaluate_once, first_failures, spills, tune)
 from .. import defaults as DEFAULTS
@@ -301,7 +302,8 @@ class KernelLifecycle:
                      note=_effort_note(opts.effort, decision.message if decision.action != "first" else
                                        (warm.note() if warm else "")),
                      message=decision.message, lockfile=str(path), lock_written=decision.write,
-                     device=device.model, new_lockfile_beside=others if decision.write else [])
+                     device=device.model, new_lockfile_beside=others if decision.write else [],
+                     **_ray_fields(result.cluster))
         outputs = (result.outputs if decision.params == result.params  # the kept winner's own, fresh outputs
                    else evaluate_once(runner, decision.params, keep_outputs=True).extra.get("outputs"))
         return KernelResult(k.label, "tune", params, stats, outputs, result.history, None, entry)
@@ -634,3 +636,11 @@ def _lock_median(entry: Mapping[str, Any], measured: float) -> float:
     stats = entry.get("stats") if isinstance(entry, Mapping) else None
     median = stats.get("median") if isinstance(stats, Mapping) else None
     return float(median) if isinstance(median, (int, float)) and not isinstance(median, bool) else measured
+
+
+def _ray_fields(run: ClusterRun | None) -> dict[str, Any]:
+    """The row's fields of a tuning on Ray (none for a local one)."""
+    if run is None:
+        return {}
+    return {"ray_devices": run.devices, "ray_nodes": list(run.nodes), "ray_lost": list(run.lost),
+            "ray_refused": list(run.refused), "ray_joined": run.joined, "ray_retried": run.retried}

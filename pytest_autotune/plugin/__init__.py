@@ -22,7 +22,7 @@ from ..lifecycle import (DEFAULT_MAX_CONFIGURATIONS, DEFAULT_SAMPLE, Budget, Mar
                          parse_marker, parse_size, positive_sample, validate_strategy_spec)
 from . import job_summary
 from .report import (failure_lines, fallback_line, lockfile_lines, new_lockfile_lines, not_gated_line, not_tuned_line,
-                     write_json_report, write_plots)
+                     ray_line, write_json_report, write_plots)
 from .table import format_table, wrap
 from .session import INCOMPARABLE_POLICIES, MISSING_POLICIES, STATE_KEY, Options, SessionState
 
@@ -525,6 +525,8 @@ def _summary(terminalreporter: Any, state: SessionState) -> None:
                       f"is now {-rival['change_pct']:.1f}% faster than the locked winner")
             for line in failure_lines(r):
                 write(line)
+            if ray_line(r):
+                write(ray_line(r))
             if fallback_line(r):
                 write(fallback_line(r), red=True, bold=True)
         for line in lockfile_lines(rows):

@@ -48,6 +48,24 @@ def failure_lines(row: Mapping[str, Any], width: int = 160) -> list[str]:
     return out
 
 
+def ray_line(row: Mapping[str, Any]) -> str:
+    """``ray: t.py::t::k: 2 devices on 1 node (host-a), 1 lost (...)``: what a tuning on Ray ran on (the JSON
+    report has the same in its ``ray_*`` fields); empty for a local tuning."""
+    if row.get("ray_devices") is None:
+        return ""
+    nodes = list(row.get("ray_nodes") or [])
+    lost = list(row.get("ray_lost") or [])
+    parts = [f"{row['ray_devices']} device(s) on {len(nodes)} node(s) ({', '.join(nodes) or '-'})",
+             f"{len(lost)} lost" + (f" ({'; '.join(lost)})" if lost else "")]
+    if row.get("ray_joined"):
+        parts.append(f"{row['ray_joined']} joined")
+    if row.get("ray_retried"):
+        parts.append(f"{row['ray_retried']} evaluation(s) retried on another device")
+    if row.get("ray_refused"):
+        parts.append(f"refused (another model): {', '.join(row['ray_refused'])}")
+    return f"ray: {row.get('test')}::{row.get('kernel')}: " + ", ".join(parts)
+
+
 def fallback_line(row: Mapping[str, Any], width: int = 600) -> str:
     """``FALLBACK ...`` when compiled-ahead artefacts of ``row`` did not load on the device (compiled inline instead:
     the compile-ahead pipeline was not in use for them); empty otherwise."""

@@ -232,10 +232,18 @@ def test_scale(autotune):
 
 def test_the_plugin_tunes_on_the_cluster_and_writes_the_lock_once(cluster, pytester):
     pytester.makepyfile(test_scale=PLUGIN_TEST)
-    result = pytester.runpytest_inprocess("--autotune", "--autotune-ray", "-p", "no:cacheprovider")
+    result = pytester.runpytest_inprocess("--autotune", "--autotune-ray", "-p", "no:cacheprovider",
+                                          "--autotune-report=ray.json")
     result.assert_outcomes(passed=1)
     locks = list((pytester.path / "autotune.lock").glob("*.json"))
     assert len(locks) == 1 and "test_scale" in locks[0].read_text()
     entry = json.loads(locks[0].read_text())
     assert "cluster" not in locks[0].name and cluster_model() in json.dumps(entry)  # the devices' model, once
+    # the summary and the JSON report say it ran on Ray (issue 40): devices, nodes, devices lost
+    (row,) = json.loads((pytester.path / "ray.json").read_text())["kernels"]
+    assert row["ray_devices"] == 2 and row["ray_lost"] == [] and row["ray_refused"] == [], row
+    assert len(row["ray_nodes"]) == 1 and isinstance(row["ray_retried"], int) and "cluster" not in row
+    summary = " ".join(line.strip() for line in result.outlines)  # a line wider than the terminal wraps
+    assert f"ray: test_scale.py::test_scale::scale: 2 device(s) on 1 node(s) ({row['ray_nodes'][0]}), 0 lost" \
+        in summary, result.outlines
     assert _freed(cluster)

@@ -21,7 +21,7 @@ from pytest_autotune.lifecycle.settings import MARKER_ARGS, MarkerError, parse_m
 from pytest_autotune.measure.timing import MeasureOptions
 from pytest_autotune.plugin import _budget_default
 from pytest_autotune.plugin.table import COLUMNS, format_table, short_ids, table_rows
-from pytest_autotune.plugin.report import (failure_lines, lockfile_lines,
+from pytest_autotune.plugin.report import (failure_lines, lockfile_lines, ray_line,
                                     not_gated_line, not_tuned_line, write_json_report, write_plots)
 from pytest_autotune.results import FailureKind, Measurement
 from pytest_autotune.lifecycle.scratch import ScratchCache
@@ -376,6 +376,15 @@ def test_failure_lines_lockfile_lines_and_the_not_gated_line(tmp_path: Path) -> 
     assert not_gated_line(tuned) == ""
     assert not_tuned_line(tuned) == ("autotune: 2 kernel(s) NOT TUNED: t.py::test_f::k, t.py::test_g::k (no usable "
                                      "device for this kernel: CuPy is not installed)")
+
+
+def test_the_ray_line_names_devices_nodes_and_what_was_lost() -> None:
+    """A tuning on Ray says so in one summary line (issue 40); a local one has none."""
+    assert ray_line(ROWS[0]) == ""
+    row = {**ROWS[0], "ray_devices": 3, "ray_nodes": ["head", "gpu-2"], "ray_lost": ["gpu-2:811 (RayActorError: died)"],
+           "ray_refused": [], "ray_joined": 1, "ray_retried": 1}
+    assert ray_line(row) == ("ray: t.py::test_a::matmul: 3 device(s) on 2 node(s) (head, gpu-2), 1 lost (gpu-2:811 "
+                             "(RayActorError: died)), 1 joined, 1 evaluation(s) retried on another device")
 
 
 def test_json_report(tmp_path: Path) -> None:
