@@ -2,7 +2,9 @@
 
 Most CI machines have no GPU, so a kernel change that breaks some
 configurations would only show on the next tuning run. This check compiles,
-with NVRTC alone (no CuPy, no driver), for each named architecture:
+with the kernel's runner's own compiler and no driver (the ``cupy`` runner's
+NVRTC with CuPy's options, the ``pycuda`` runner's nvcc command line: the
+builders of :mod:`..static.build`), for each named architecture:
 
 * the locked winner of every lockfile whose device has that architecture,
 * the search space's valid configurations under that architecture's limits
@@ -12,7 +14,7 @@ with NVRTC alone (no CuPy, no driver), for each named architecture:
 and reports each one that the restrictions allow but that does not compile
 (``compile``) or exceeds the architecture's static limits (``resources``:
 registers x threads, static and static + dynamic shared memory, block shape;
-the limit is named). Spills are recorded per configuration.
+the limit is named). Each configuration's compile time and ptxas resources are recorded.
 
 :func:`check_kernel` is the engine entry point (plain Python);
 :func:`check_in_test` is the thin adapter the ``autotune`` fixture calls.
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -35,9 +38,11 @@ from ..lock.devices import device_arch
 from ..errors import InvalidConfiguration
 from ..execution.executor import check_kernel_resources, check_launch_limits
 from ..execution.kernel import KernelSpec, launch_geometry
-from ..backends.nvrtc import compile_configuration
+from ..errors import BackendUnavailable
 from ..space.membership import NotInSpace, declared_configuration
 from ..space import SearchSpace
+from ..static.build import StaticBuildError, build_for_runner, find_nvcc, nvcc_toolchain
+from ..static.occupancy import theoretical_occupancy
 
 DEFAULT_SAMPLE = 64
 STATUSES = ("ok", "compile", "resources", "invalid")
@@ -53,9 +58,12 @@ class ConfigCheck:
     origin: str  # "locked" (a lockfile's winner) or "space"
     status: str  # one of STATUSES
     detail: str = ""
-    resources: dict[str, int] | None = None  # registers, static_shared_mem, stack_frame, spill_stores, spill_loads
+    # ptxas's registers, static_shared_mem, stack_frame (local memory per thread), spill_stores, spill_loads; and
+    # the launch's threads and dynamic_shared_mem with the theoretical occupancy they give
+    resources: dict[str, Any] | None = None
     lowered_name: str | None = None
-    seconds: float = 0.0
+    seconds: float = 0.0  # wall time of the compile (of the attempt, for one that failed)
+    compiler: str = ""  # "nvrtc 13.0", "nvcc 13.0.88": what built it
 
     @property
     def ok(self) -> bool:
@@ -70,6 +78,11 @@ class ConfigCheck:
                 "detail": self.detail, "resources": self.resources, "lowered_name": self.lowered_name,
                 "seconds": round(self.seconds, 4)}
 
+    def passed_dict(self) -> dict[str, Any]:
+        """What the JSON report keeps of a configuration that passed: where, what, how long, its resources."""
+        return {"arch": f"sm_{self.arch}", "params": self.params, "origin": self.origin,
+                "seconds": round(self.seconds, 4), "resources": self.resources}
+
 
 @dataclass
 class CompileCheckReport:
@@ -82,16 +95,22 @@ class CompileCheckReport:
     def failures(self) -> list[ConfigCheck]:
         return [c for c in self.checks if not c.ok]
 
-    def counts(self) -> dict[str, dict[str, int]]:
-        """Per architecture: configurations compiled, failures by status, configurations that spill."""
-        out: dict[str, dict[str, int]] = {}
+    def counts(self) -> dict[str, dict[str, Any]]:
+        """Per architecture: configurations compiled, failures by status, configurations that spill, the
+        compile time of them all (seconds) and the compiler that built them."""
+        out: dict[str, dict[str, Any]] = {}
         for arch, size in self.space_sizes.items():
             mine = [c for c in self.checks if c.arch == arch]
-            row = {"valid_configurations": size, "compiled": len(mine)}
+            row: dict[str, Any] = {"valid_configurations": size, "compiled": len(mine)}
             row.update({s: sum(c.status == s for c in mine) for s in STATUSES if s != "ok"})
             row["spilling"] = sum(c.spills for c in mine)
+            row["seconds"] = round(sum(c.seconds for c in mine), 3)
+            row["compiler"] = next((c.compiler for c in mine if c.compiler), "")
             out[f"sm_{arch}"] = row
         return out
+
+    def passed(self) -> list[ConfigCheck]:
+        return [c for c in self.checks if c.ok]
 
     def failure_message(self, limit: int = 5) -> str:
         bad = self.failures()
@@ -116,8 +135,11 @@ def _first_lines(text: str, n: int = 3) -> str:
 
 
 def check_configuration(spec: KernelSpec, params: Mapping[str, Any], arch: int | str, *,
-                        limits: Mapping[str, Any] | None = None, origin: str = "space") -> ConfigCheck:
-    """Compile ``params`` for ``arch`` and check the result against the architecture's static limits."""
+                        limits: Mapping[str, Any] | None = None, origin: str = "space", runner: str | None = None,
+                        nvcc: str | None = None) -> ConfigCheck:
+    """Compile ``params`` for ``arch`` as ``runner`` compiles it (:func:`compiler_runner`) and check the result
+    against the architecture's static limits. BackendUnavailable when the compiler is missing or cannot target
+    ``arch`` (the check cannot be made here: no configuration's fault)."""
     cc = parse_arch(arch)
     limits = dict(limits) if limits is not None else arch_limits(cc)
     params = dict(params)
@@ -128,24 +150,37 @@ def check_configuration(spec: KernelSpec, params: Mapping[str, Any], arch: int |
     reason = check_launch_limits(geometry, limits)
     if reason:
         return ConfigCheck(cc, params, origin, "resources", reason)
-    result = compile_configuration(spec, params, cc)
-    if not result.ok:
-        too_much = _TOO_MUCH_SHARED.search(result.log)
+    start = time.perf_counter()
+    try:
+        built = build_for_runner(compiler_runner(runner), spec, params, cc, nvcc=nvcc)
+    except StaticBuildError as exc:
+        seconds = time.perf_counter() - start
+        log = exc.log or exc.message
+        too_much = _TOO_MUCH_SHARED.search(log)
         if too_much:
             used, cap = (int(v, 16) for v in too_much.groups())
             return ConfigCheck(cc, params, origin, "resources",
                                f"{used} bytes of static shared memory exceed max_static_shared_memory_per_block = "
-                               f"{cap} (ptxas: {too_much.group(0)})", seconds=result.seconds)
-        return ConfigCheck(cc, params, origin, "compile", result.log, seconds=result.seconds)
-    res = result.resources
-    resources = res.as_dict() if res is not None else None
-    _, block, smem = geometry
-    reason = None
-    if res is not None:
-        reason = check_kernel_resources(threads=math.prod(block), static_smem=res.shared_mem, dynamic_smem=smem,
-                                        registers_per_thread=res.registers, kernel_max_threads=None, limits=limits)
-    status = "resources" if reason else "ok"
-    return ConfigCheck(cc, params, origin, status, reason or "", resources, result.lowered_name, result.seconds)
+                               f"{cap} (ptxas: {too_much.group(0)})", seconds=seconds)
+        return ConfigCheck(cc, params, origin, "compile", log, seconds=seconds)
+    seconds = time.perf_counter() - start
+    res = built.resources
+    threads = math.prod(geometry[1])
+    resources: dict[str, Any] = {**res.as_dict(), "dynamic_shared_mem": built.dynamic_shared, "threads": threads}
+    reason = check_kernel_resources(threads=threads, static_smem=res.shared_mem, dynamic_smem=built.dynamic_shared,
+                                    registers_per_thread=res.registers, kernel_max_threads=None, limits=limits)
+    if not reason:
+        resources["occupancy"] = round(theoretical_occupancy(
+            cc, threads=threads, registers=res.registers, shared_per_block=res.shared_mem + built.dynamic_shared,
+            barriers=res.barriers).occupancy, 4)
+    return ConfigCheck(cc, params, origin, "resources" if reason else "ok", reason or "", resources, built.symbol,
+                       seconds, built.toolchain.get("compiler", ""))
+
+
+def compiler_runner(runner: str | None) -> str:
+    """The runner whose compiler builds a CUDA kernel of ``runner``: ``pycuda`` -> nvcc, PyCUDA's command line;
+    ``cupy``, none named (the default CUDA runner) or a runner without a build of its own -> NVRTC, CuPy's."""
+    return "pycuda" if runner == "pycuda" else "cupy"
 
 
 # -- a kernel's configurations ------------------------------------------------------------------------
@@ -164,8 +199,10 @@ def configurations_to_check(space: SearchSpace, sample: int = DEFAULT_SAMPLE, se
 def check_kernel(spec: KernelSpec, params: Mapping[str, Sequence[Any]], restrictions: Sequence[Any] | None,
                  archs: Sequence[int | str], *, constants: Mapping[str, Any] | None = None,
                  locked: Mapping[int, Sequence[Mapping[str, Any]]] | None = None, sample: int = DEFAULT_SAMPLE,
-                 seed: int = 0, name: str | None = None, max_configurations: int | None = None) -> CompileCheckReport:
-    """Compile ``spec``'s locked winners and valid configurations for every architecture in ``archs``.
+                 seed: int = 0, name: str | None = None, max_configurations: int | None = None,
+                 runner: str | None = None, nvcc: str | None = None) -> CompileCheckReport:
+    """Compile ``spec``'s locked winners and valid configurations for every architecture in ``archs``, with
+    ``runner``'s compiler (:func:`check_configuration`).
 
     The space is built per architecture with that architecture's limits as
     restriction constants (``constants`` override them, as a marker's do).
@@ -190,7 +227,8 @@ def check_kernel(spec: KernelSpec, params: Mapping[str, Sequence[Any]], restrict
                                                  f"the locked winner was not compiled: {exc}"))
         todo += [(p, "space") for p in configurations_to_check(space, sample, seed)]
         for config, origin in todo:
-            report.checks.append(check_configuration(spec, config, cc, limits=limits, origin=origin))
+            report.checks.append(check_configuration(spec, config, cc, limits=limits, origin=origin, runner=runner,
+                                                     nvcc=nvcc))
     return report
 
 
@@ -247,48 +285,75 @@ def positive_sample(text: str) -> int:
 
 
 def compile_outcome(spec: KernelSpec, settings: Any, options: Any, test: str, label: str,
-                    runner: str | None = None) -> Outcome:
+                    runner: str | None = None, nvcc: str | None = None) -> Outcome:
     """What ``autotune.kernel`` does under ``--autotune-compile``: check, a summary row, a failure for a bad one.
 
+    The kernel is built by its runner's compiler (:func:`compiler_runner`; ``nvcc``: the pycuda runner's
+    ``nvcc`` option, None for its default). The sample is the marker's ``compile_sample``, else the flag's.
     The result's params are the configuration the test gets back: a locked winner, else the first valid
     configuration (no timings: nothing ran).
     """
     from ..lock.lockfile import LockfileError
-    from ..backends import nvrtc
 
+    started = time.perf_counter()
     archs: list[int] = list(options.compile_archs)
-    sample: int = options.compile_sample or DEFAULT_SAMPLE
-    # The check was asked for: without NVRTC it fails (a skip would let a broken CI job pass green).
-    reason = nvrtc.nvrtc_unavailable_reason()
-    if reason:
-        return Outcome.failed(f"autotune: --autotune-compile needs NVRTC: {reason}")
-    unknown = [cc for cc in archs if cc not in nvrtc.supported_archs()]
-    if unknown:
-        flag = ",".join(f"sm_{cc}" for cc in archs)
-        version = ".".join(map(str, nvrtc.nvrtc_version()))
-        known = ", ".join(f"sm_{cc}" for cc in nvrtc.supported_archs())
-        return Outcome.failed(f"autotune: --autotune-compile={flag}: NVRTC {version} cannot compile for "
-                              f"{', '.join(f'sm_{cc}' for cc in unknown)} (it knows {known}); "
-                              f"{nvrtc.arch_remedy(unknown, nvrtc.supported_archs())}")
+    sample: int = getattr(settings, "compile_sample", None) or options.compile_sample or DEFAULT_SAMPLE
+    flag = "--autotune-compile=" + ",".join(f"sm_{cc}" for cc in archs)
+    compiler = compiler_runner(runner)
+    # The check was asked for: without the compiler it fails (a skip would let a broken CI job pass green).
+    unusable = _nvcc_unusable(nvcc) if compiler == "pycuda" else _nvrtc_unusable(archs, flag)
+    if unusable:
+        return Outcome.failed(unusable)
     try:
         locked = locked_winners(options.lockdir, test, label, archs)
     except LockfileError as exc:
         return Outcome.failed(f"autotune: {exc}")
-    report = check_kernel(spec, settings.params, settings.restrictions, archs, constants=settings.constants,
-                          locked=locked, sample=sample, seed=settings.seed or 0, name=label,
-                          max_configurations=settings.max_configurations)
+    try:
+        report = check_kernel(spec, settings.params, settings.restrictions, archs, constants=settings.constants,
+                              locked=locked, sample=sample, seed=settings.seed or 0, name=label,
+                              max_configurations=settings.max_configurations, runner=runner, nvcc=nvcc)
+    except BackendUnavailable as exc:  # nvcc that cannot target an architecture asked for
+        return Outcome.failed(f"autotune: {flag}: {exc}")
     failures = report.failures()
     chosen = next((c.params for c in report.checks if c.ok), {})
     recorded = _record_static(spec, settings, options, test, label, runner, report) if options.record_static else []
     row = SummaryRow.make(test, label, Mode.COMPILE, Status.COMPILE_FAILED if failures else Status.COMPILED,
-                          params=chosen, evaluations=len(report.checks), budget=len(report.checks), strategy="nvrtc",
+                          params=chosen, evaluations=len(report.checks), budget=len(report.checks),
+                          strategy="nvcc" if compiler == "pycuda" else "nvrtc",
                           failures={k: v for k, v in _failure_totals(report).items() if v}, compile=report.counts(),
                           spills=[c.as_dict() for c in report.checks if c.spills],
+                          configurations=[c.passed_dict() for c in report.passed()],
+                          seconds=round(time.perf_counter() - started, 3),
                           message=report.failure_message() if failures else "",
                           **({"note": "static baseline: " + "; ".join(recorded)} if recorded else {}))
     if failures:
         return Outcome.failed(f"autotune: {report.failure_message()}", row)
     return Outcome.passed(KernelResult(label, "compile", dict(chosen), TimingStats.untimed()), row)
+
+
+def _nvrtc_unusable(archs: Sequence[int], flag: str) -> str:
+    """Why NVRTC cannot make the check here (missing, or an architecture it cannot target); empty when it can."""
+    from ..backends import nvrtc
+
+    reason = nvrtc.nvrtc_unavailable_reason()
+    if reason:
+        return f"autotune: --autotune-compile needs NVRTC: {reason}"
+    unknown = [cc for cc in archs if cc not in nvrtc.supported_archs()]
+    if not unknown:
+        return ""
+    version = ".".join(map(str, nvrtc.nvrtc_version()))
+    known = ", ".join(f"sm_{cc}" for cc in nvrtc.supported_archs())
+    return (f"autotune: {flag}: NVRTC {version} cannot compile for {', '.join(f'sm_{cc}' for cc in unknown)} "
+            f"(it knows {known}); {nvrtc.arch_remedy(unknown, nvrtc.supported_archs())}")
+
+
+def _nvcc_unusable(nvcc: str | None) -> str:
+    """Why the pycuda runner's nvcc cannot be run here; empty when it can."""
+    try:
+        nvcc_toolchain(find_nvcc(nvcc))
+    except BackendUnavailable as exc:
+        return f"autotune: --autotune-compile needs nvcc for the pycuda runner: {exc}"
+    return ""
 
 
 def _record_static(spec: KernelSpec, settings: Any, options: Any, test: str, label: str, runner: str | None,

@@ -115,7 +115,8 @@ class SummaryRow:
     required: bool | None = None
     arch: str | None = None  # static rows: the architecture compared ("sm_90")
     static: dict[str, Any] | None = None  # static rows: the comparison, with both profiles
-    seconds: float | None = None  # static rows: the time the check took
+    seconds: float | None = None  # static and compile rows: the time the check took
+    configurations: list[dict[str, Any]] | None = None  # compile rows: each that passed, its compile time, resources
     gate_seconds: float | None = None  # the wall time the gate took (first measurement to verdict)
     gate_budget_s: float | None = None  # the budget it had (its own, or its share of the session's)
     # a tuning on Ray (--autotune-ray): the devices searching at the end, their nodes, the devices lost (each with

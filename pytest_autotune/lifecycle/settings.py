@@ -228,3 +228,9 @@ class Options:
     session_gate_budget: SessionGateBudget | None = None
     """--autotune-gate-budget: this process's part of the session's gate budget, shared out as the gates come
     (one ledger for every kernel call of the process; None: no session budget)."""
+
+    @property
+    def run_mode(self) -> str:
+        """What the run does, as the reports name it: ``compile`` (--autotune-compile, which neither tunes nor
+        gates), else the tune mode (``all``, ``missing``), else ``gate``."""
+        return "compile" if self.compile_archs else self.mode or "gate"

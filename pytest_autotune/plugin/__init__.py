@@ -534,7 +534,7 @@ def _summary(terminalreporter: Any, state: SessionState) -> None:
         for line in new_lockfile_lines(rows):
             write(line, yellow=True)
     if state.options.report is not None:
-        path = write_json_report(state.options.report, rows, {"mode": state.options.mode or "gate",
+        path = write_json_report(state.options.report, rows, {"mode": state.options.run_mode,
                                                               "lockdir": str(state.options.lockdir)})
         write(f"autotune report written to {path}")
     plots: list[Path] = []
@@ -548,7 +548,7 @@ def _summary(terminalreporter: Any, state: SessionState) -> None:
     option = terminalreporter.config.getoption("autotune_report_md")
     md = job_summary.target(option)
     if md is not None:
-        markdown = job_summary.render(rows, {"mode": state.options.mode or "gate"}, plots,
+        markdown = job_summary.render(rows, {"mode": state.options.run_mode}, plots,
                                       relative_to=md.parent if option else None)
         write(f"autotune: Markdown summary appended to {job_summary.append(md, markdown)}")
     if show:

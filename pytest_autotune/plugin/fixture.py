@@ -61,9 +61,11 @@ class Autotune:
                                    lang=lang, check=check, block_size_names=block_size_names)
             except Exception:  # the same call below says what is wrong, at the test's line
                 spec = None
-            if spec is not None and spec.lang == "cuda":  # --autotune-compile: NVRTC only, no device
+            if spec is not None and spec.lang == "cuda":  # --autotune-compile: the runner's compiler, no device
+                nvcc = runner_options.get("nvcc")  # the pycuda runner's own nvcc, when one is named
                 return self._finish(compile_outcome(spec, self.settings, self.state.options, self.item.nodeid,
-                                                    name or kernel_name.split("<")[0].strip(), runner))
+                                                    name or kernel_name.split("<")[0].strip(), runner,
+                                                    nvcc if isinstance(nvcc, str) and nvcc != "nvcc" else None))
         return self._finish(self.kernels.kernel(
             source, kernel_name, problem_size, args, expected=expected, atol=atol, rtol=rtol, verify=verify,
             grid_div_x=grid_div_x, grid_div_y=grid_div_y, grid_div_z=grid_div_z, block_size_names=block_size_names,

@@ -45,8 +45,9 @@ from ..execution.kernel import KernelSpec, instantiated_name, launch_geometry, r
 
 STATIC_RUNNERS = ("cupy", "pycuda", "triton")  # the runners whose configurations can be built here
 LOG_LINES = 20  # compiler log lines a StaticBuildError's message shows (the whole log is on ``.log``)
-NVCC_HINT = ("pip install nvidia-cuda-nvcc nvidia-cuda-crt nvidia-cuda-runtime (CUDA 13's nvcc and the headers it "
-             "compiles with), or put a CUDA toolkit's nvcc on PATH")
+NVCC_HINT = ("pip install nvidia-cuda-nvcc nvidia-cuda-crt nvidia-cuda-runtime nvidia-cuda-cccl (CUDA 13's nvcc, the "
+             "headers it compiles with, and CUB, Thrust and libcu++, which no nvcc wheel brings), or put a CUDA "
+             "toolkit's nvcc on PATH")
 TRITON_HINT = "pip install 'pytest-autotune[triton]'"
 # Where NVIDIA's wheels put nvcc under a site-packages folder (CUDA 13's shared layout, CUDA 12's own folder).
 WHEEL_NVCC = ("nvidia/cu13/bin/nvcc", "nvidia/cuda_nvcc/bin/nvcc")
@@ -529,9 +530,11 @@ def build_triton(spec: Any, params: Mapping[str, Any], arch: int) -> BuiltKernel
 # -- by runner ---------------------------------------------------------------------------------------
 
 
-def build_for_runner(runner: str | None, spec: Any, params: Mapping[str, Any], arch: int) -> BuiltKernel:
+def build_for_runner(runner: str | None, spec: Any, params: Mapping[str, Any], arch: int, *,
+                     nvcc: str | None = None) -> BuiltKernel:
     """Build with the compiler of the runner that tuned the entry: ``cupy`` (or no runner named, for a CUDA
-    :class:`KernelSpec`) -> NVRTC, ``pycuda`` -> nvcc, ``triton`` (or none, for a TritonSpec) -> Triton.
+    :class:`KernelSpec`) -> NVRTC, ``pycuda`` -> nvcc (``nvcc``: the runner's own, else :func:`find_nvcc`'s),
+    ``triton`` (or none, for a TritonSpec) -> Triton.
     SpecError for a runner without a static build (:data:`STATIC_RUNNERS`)."""
     if runner is None:
         if isinstance(spec, KernelSpec) and spec.lang == "cuda":
@@ -541,7 +544,7 @@ def build_for_runner(runner: str | None, spec: Any, params: Mapping[str, Any], a
     if runner == "cupy":
         return build_nvrtc(spec, params, arch)
     if runner == "pycuda":
-        return build_nvcc(spec, params, arch)
+        return build_nvcc(spec, params, arch, nvcc=nvcc)
     if runner == "triton":
         return build_triton(spec, params, arch)
     raise SpecError(f"no static build for the {runner or type(spec).__name__!r} runner; "

@@ -330,3 +330,33 @@ extern "C" __global__ void halve(__half *x, int n) {
     spec = KernelSpec(source, "halve", 64, [np.zeros(64, np.float16), np.int32(64)], lang="cuda")
     check = check_configuration(spec, {"block_size_x": 64}, "sm_80")
     assert check.ok, check.detail
+
+
+def _nvcc_or_skip() -> None:
+    from pytest_autotune.static.build import find_nvcc
+
+    try:
+        find_nvcc()
+    except Exception as exc:  # noqa: BLE001 - BackendUnavailable
+        if WHEELS_EXIST:  # the test extra installs the nvidia-cuda-nvcc wheel there: a broken install
+            raise
+        pytest.skip(f"no nvcc here: {exc}")
+
+
+def test_a_pycuda_kernel_is_checked_with_nvcc_its_errors_and_limits_named_as_for_nvrtc():
+    """runner="pycuda": the same statuses as NVRTC's check, from nvcc's build (PyCUDA's command line)."""
+    _nvcc_or_skip()
+    broken = check_configuration(small_spec(BROKEN, "broken", lang="cuda"), {"block_size_x": 32}, "sm_90",
+                                 runner="pycuda")
+    assert broken.status == "compile" and 'identifier "undefined_name" is undefined' in broken.detail
+    assert broken.seconds > 0
+    source = ('extern "C" __global__ void k(float *x) { __shared__ float s[NWORDS]; s[threadIdx.x] = x[0];'
+              ' __syncthreads(); x[threadIdx.x] = s[NWORDS - 1 - threadIdx.x]; }\n')
+    spec = KernelSpec(source, "k", 32, [np.zeros(32, np.float32)], lang="cuda")
+    limit = arch_limits(90)["max_static_shared_memory_per_block"]
+    fits = check_configuration(spec, {"block_size_x": 32, "NWORDS": limit // 4}, "sm_90", runner="pycuda")
+    assert fits.ok and fits.compiler.startswith("nvcc ") and fits.resources["static_shared_mem"] == limit
+    over = check_configuration(spec, {"block_size_x": 32, "NWORDS": limit // 4 + 1}, "sm_90", runner="pycuda")
+    assert over.status == "resources"
+    assert f"{limit + 4} bytes of static shared memory exceed max_static_shared_memory_per_block = {limit}" \
+        in over.detail

@@ -100,10 +100,29 @@ def test_valid_space_and_locked_winner_compile(project):
     result.assert_outcomes(passed=1)
     row = report(project)
     assert row["mode"] == "compile" and row["status"] == "compiled" and row["strategy"] == "nvrtc"
+    # the run's own mode is compile, not gate (it neither tuned nor gated)
+    assert json.loads((project.path / "report.json").read_text())["meta"]["mode"] == "compile"
     # 19 of the 25 configurations fit 48 KiB of static shared memory (block_size_x * TILE <= 12288), on both
     # architectures; sm_90 also compiles its locked winner
-    assert row["compile"] == {arch: {"valid_configurations": 19, "compiled": 19 + (arch == "sm_90"), "compile": 0,
-                                     "resources": 0, "invalid": 0, "spilling": 0} for arch in ("sm_80", "sm_90")}
+    counts = {arch: {k: v for k, v in c.items() if k not in ("seconds", "compiler")} for arch, c in row["compile"].items()}
+    assert counts == {arch: {"valid_configurations": 19, "compiled": 19 + (arch == "sm_90"), "compile": 0,
+                             "resources": 0, "invalid": 0, "spilling": 0} for arch in ("sm_80", "sm_90")}
+    # compile time per architecture, and per configuration with its resources: 39 passed
+    passed = row["configurations"]
+    assert len(passed) == 39 and sum(p["arch"] == "sm_90" for p in passed) == 20
+    for arch, c in row["compile"].items():
+        assert c["compiler"].startswith("nvrtc ")
+        mine = [p["seconds"] for p in passed if p["arch"] == arch]
+        assert all(s > 0 for s in mine) and c["seconds"] == pytest.approx(sum(mine), abs=0.01)
+    assert 0 < sum(c["seconds"] for c in row["compile"].values()) <= row["seconds"]
+    locked = next(p for p in passed if p["origin"] == "locked")
+    assert locked["arch"] == "sm_90" and locked["params"] == {"block_size_x": 256, "TILE": 16}
+    # 256 threads, each staging 16 floats: 16 KiB of static shared memory, nothing dynamic, no local memory
+    assert {k: locked["resources"][k] for k in ("static_shared_mem", "dynamic_shared_mem", "threads", "stack_frame",
+                                                "spill_stores", "spill_loads")} == {
+        "static_shared_mem": 16384, "dynamic_shared_mem": 0, "threads": 256, "stack_frame": 0, "spill_stores": 0,
+        "spill_loads": 0}
+    assert locked["resources"]["registers"] > 0 and 0 < locked["resources"]["occupancy"] <= 1
     result.stdout.fnmatch_lines(["*test_stage.py::test_stage::stage*compile*compiled*nvrtc*"])
 
 
@@ -180,6 +199,71 @@ def test_architecture_the_installed_nvrtc_dropped_names_an_older_nvrtc(project, 
     result.stdout.fnmatch_lines(["*NVRTC * cannot compile for sm_70 (it knows sm_75, * sm_121); sm_70 needs an older "
                                  "NVRTC (NVRTC 13 dropped sm_70/sm_72): pip install *pytest-autotune?nvrtc12?*"])
     result.stdout.no_fnmatch_line("*newer NVRTC*")
+
+
+CUB_KERNEL = r"""
+#include <cub/cub.cuh>
+
+/* One partial sum per block, as Kernel Tuner's expdist reduces: CUB's block reduction. */
+extern "C" __global__ void block_sum(float *out, const float *in, int n) {
+    typedef cub::BlockReduce<float, block_size_x> BlockReduce;
+    __shared__ typename BlockReduce::TempStorage temp;
+    const int i = blockIdx.x * block_size_x + threadIdx.x;
+    const float s = BlockReduce(temp).Sum(i < n ? in[i] : 0.0f);
+    if (threadIdx.x == 0) out[blockIdx.x] = s;
+}
+"""
+
+CUB_TEST = r"""
+import numpy as np
+import pytest
+
+n = 4096
+x = np.ones(n, dtype=np.float32)
+
+
+@pytest.mark.tune(params={"block_size_x": [128, 256]})
+def test_block_sum(autotune):
+    result = autotune.kernel("block_sum.cu", "block_sum", n, [np.zeros(n // 128, np.float32), x, np.int32(n)],
+                             expected=[None, None, None], runner="pycuda")
+    assert result.mode == "compile" and result.params["block_size_x"] in (128, 256)
+"""
+
+
+def test_pycuda_kernel_is_built_by_nvcc_as_pycuda_builds_it(project):
+    """NVRTC refuses <cub/cub.cuh> ('not supported when compiling with NVRTC'); PyCUDA's nvcc builds it, and so
+    must the compile check of a runner="pycuda" kernel (one configuration: an nvcc build of CUB takes seconds)."""
+    from pytest_autotune.static.build import find_nvcc
+
+    try:
+        find_nvcc()
+    except Exception as exc:  # noqa: BLE001
+        if not WHEELS_EXIST:
+            pytest.skip(f"no nvcc here: {exc}")
+        raise
+    project.path.joinpath("block_sum.cu").write_text(CUB_KERNEL)
+    project.makepyfile(test_block_sum=CUB_TEST)
+    result = project.runpytest(*INNER_ARGS, "--autotune-compile=sm_90", "--autotune-compile-sample=1",
+                               "--autotune-report=report.json")
+    result.assert_outcomes(passed=1)
+    row = report(project)
+    assert row["strategy"] == "nvcc" and row["status"] == "compiled"
+    assert row["compile"]["sm_90"]["compiled"] == 1 and row["compile"]["sm_90"]["compiler"].startswith("nvcc ")
+    (passed,) = row["configurations"]
+    # CUB's TempStorage is static shared memory; the block is block_size_x threads
+    assert passed["arch"] == "sm_90" and passed["resources"]["static_shared_mem"] > 0
+    assert passed["resources"]["threads"] == passed["params"]["block_size_x"] and passed["seconds"] > 0
+
+
+def test_the_pycuda_runners_own_nvcc_is_used_and_a_missing_one_fails_the_check(project):
+    """The runner's ``nvcc=`` option names the compiler; one that is not there fails the test (a compile-check CI
+    job must not pass green with nothing built), saying what to install."""
+    project.path.joinpath("block_sum.cu").write_text(CUB_KERNEL)
+    project.makepyfile(test_block_sum=CUB_TEST.replace('runner="pycuda"', 'runner="pycuda", nvcc="/nowhere/nvcc"'))
+    result = project.runpytest(*INNER_ARGS, "--autotune-compile=sm_90")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*autotune: --autotune-compile needs nvcc for the pycuda runner: nvcc '/nowhere/nvcc' "
+                                 "was not found or is not executable (pip install nvidia-cuda-nvcc *nvidia-cuda-cccl*"])
 
 
 def test_sm_120_is_accepted_when_the_nvrtc_targets_it(project):
