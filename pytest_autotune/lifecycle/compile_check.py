@@ -179,7 +179,13 @@ def check_configuration(spec: KernelSpec, params: Mapping[str, Any], arch: int |
 
 def compiler_runner(runner: str | None) -> str:
     """The runner whose compiler builds a CUDA kernel of ``runner``: ``pycuda`` -> nvcc, PyCUDA's command line;
-    ``cupy``, none named (the default CUDA runner) or a runner without a build of its own -> NVRTC, CuPy's."""
+    ``cupy`` or a runner without a build of its own -> NVRTC, CuPy's. None named: the runner a plain run here
+    would pick (CuPy's, else PyCUDA's where only PyCUDA is installed), NVRTC where neither is."""
+    if runner is None:
+        from ..backends import registry
+
+        installed = [b.name for b in registry.for_language("cuda") if b.available()]
+        runner = installed[0] if installed else "cupy"
     return "pycuda" if runner == "pycuda" else "cupy"
 
 
@@ -311,12 +317,12 @@ def compile_outcome(spec: KernelSpec, settings: Any, options: Any, test: str, la
     try:
         report = check_kernel(spec, settings.params, settings.restrictions, archs, constants=settings.constants,
                               locked=locked, sample=sample, seed=settings.seed or 0, name=label,
-                              max_configurations=settings.max_configurations, runner=runner, nvcc=nvcc)
+                              max_configurations=settings.max_configurations, runner=compiler, nvcc=nvcc)
     except BackendUnavailable as exc:  # nvcc that cannot target an architecture asked for
         return Outcome.failed(f"autotune: {flag}: {exc}")
     failures = report.failures()
     chosen = next((c.params for c in report.checks if c.ok), {})
-    recorded = _record_static(spec, settings, options, test, label, runner, report) if options.record_static else []
+    recorded = _record_static(spec, settings, options, test, label, compiler, report) if options.record_static else []
     row = SummaryRow.make(test, label, Mode.COMPILE, Status.COMPILE_FAILED if failures else Status.COMPILED,
                           params=chosen, evaluations=len(report.checks), budget=len(report.checks),
                           strategy="nvcc" if compiler == "pycuda" else "nvrtc",

@@ -360,3 +360,23 @@ def test_a_pycuda_kernel_is_checked_with_nvcc_its_errors_and_limits_named_as_for
     assert over.status == "resources"
     assert f"{limit + 4} bytes of static shared memory exceed max_static_shared_memory_per_block = {limit}" \
         in over.detail
+
+
+def test_a_kernel_without_a_runner_is_built_by_the_compiler_of_the_runner_a_plain_run_would_pick(monkeypatch):
+    """No runner named: PyCUDA's nvcc where PyCUDA alone is installed (a plain run would pick it), NVRTC where CuPy
+    is, or where neither is (the CI machine without a GPU library)."""
+    from types import SimpleNamespace
+
+    from pytest_autotune.backends import registry
+    from pytest_autotune.lifecycle.compile_check import compiler_runner
+
+    def installed(*names):
+        backends = [SimpleNamespace(name=n, available=lambda n=n: n in names) for n in ("cupy", "pycuda")]
+        monkeypatch.setattr(registry, "for_language", lambda lang: backends if lang == "cuda" else [])
+
+    installed("pycuda")
+    assert compiler_runner(None) == "pycuda" and compiler_runner("cupy") == "cupy"
+    installed("cupy", "pycuda")
+    assert compiler_runner(None) == "cupy" and compiler_runner("pycuda") == "pycuda"
+    installed()
+    assert compiler_runner(None) == "cupy" and compiler_runner("my_cuda_runner") == "cupy"
