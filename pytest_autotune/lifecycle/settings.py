@@ -27,7 +27,7 @@ from ..strategies import StrategyError, validate_strategy_spec
 DEVICE_CONSTANTS = device_constants()
 OBJECTIVES = ("time",)
 MARKER_ARGS = ("params", "restrictions", "strategy", "budget", "objective", "tolerance", "seed", "constants",
-               "measure", "alpha", "gate_budget")
+               "measure", "alpha", "gate_budget", "compile_sample")
 
 
 class MarkerError(AutotuneError, ValueError):
@@ -61,6 +61,9 @@ class TuneSettings:
     max_configurations: int | None = None  # ini autotune_max_configurations; None: the space package's default
     gate_budget: float | None = parse_gate_budget(DEFAULTS.KERNEL_GATE_BUDGET)  # seconds one gate of this kernel may take (None: no limit)
     gate_budget_source: str = f"the default {DEFAULTS.KERNEL_GATE_BUDGET}"  # where it came from, for the message
+    # --autotune-compile: configurations per space and architecture for this test (the marker's compile_sample=,
+    # which wins over --autotune-compile-sample; None: the flag's)
+    compile_sample: int | None = None
 
 
 def _fail(arg: str, why: str) -> MarkerError:
@@ -148,13 +151,19 @@ def parse_marker(args: Sequence[Any], kwargs: Mapping[str, Any], defaults: Mappi
         gate_budget = defaults.get("gate_budget", parse_gate_budget(DEFAULTS.KERNEL_GATE_BUDGET))
         gate_source = defaults.get("gate_budget_source", f"the default {DEFAULTS.KERNEL_GATE_BUDGET}")
 
+    compile_sample = kwargs.get("compile_sample")
+    if compile_sample is not None and (isinstance(compile_sample, bool) or not isinstance(compile_sample, int)
+                                       or compile_sample < 1):
+        raise _fail("compile_sample", f"{compile_sample!r} must be a whole number of configurations >= 1 (or None "
+                                      "for --autotune-compile-sample's)")
+
     max_configurations = defaults.get("max_configurations")
     _check_space(dict(params), list(restrictions), dict(constants), max_configurations)
     return TuneSettings(params={k: list(v) for k, v in params.items()}, restrictions=list(restrictions),
                         strategy=strategy, budget=budget, budget_text=str(raw_budget), objective=objective,
                         tolerance=float(tolerance), alpha=float(alpha), seed=seed, constants=dict(constants),
                         measure=measure, max_configurations=max_configurations, gate_budget=gate_budget,
-                        gate_budget_source=gate_source)
+                        gate_budget_source=gate_source, compile_sample=compile_sample)
 
 
 def _reads_constants(text: str, names: Mapping[str, Any]) -> bool:

@@ -134,6 +134,29 @@ def test_sample_option_limits_the_configurations(project):
     assert report(project)["compile"]["sm_90"]["compiled"] == 5
 
 
+def test_the_markers_compile_sample_wins_over_the_flag_for_its_test_only(project):
+    """One test's slow compiles sampled less than the suite's: the marker's compile_sample= beats
+    --autotune-compile-sample (as every marker argument beats a flag's default); a test without it keeps the flag's."""
+    sampled = TEST.replace("LIMIT", "max_static_shared_memory_per_block")
+    own = sampled.replace('restrictions=["', 'compile_sample=2, restrictions=["').replace("test_stage", "test_own")
+    project.makepyfile(test_stage=sampled + own)
+    result = project.runpytest(*INNER_ARGS, "--autotune-compile=sm_90", "--autotune-compile-sample=5",
+                               "--autotune-report=report.json")
+    result.assert_outcomes(passed=2)
+    rows = {r["test"]: r for r in json.loads((project.path / "report.json").read_text())["kernels"]}
+    assert rows["test_stage.py::test_own"]["compile"]["sm_90"]["compiled"] == 2
+    assert rows["test_stage.py::test_stage"]["compile"]["sm_90"]["compiled"] == 5
+
+
+def test_a_bad_compile_sample_is_a_collection_error_naming_the_argument(project):
+    project.makepyfile(test_stage=TEST.replace("LIMIT", "max_static_shared_memory_per_block").replace(
+        'restrictions=["', 'compile_sample=0, restrictions=["'))
+    result = project.runpytest(*INNER_ARGS, "--autotune-compile=sm_90")
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(["*tune marker argument 'compile_sample': 0 must be a whole number of "
+                                 "configurations >= 1*"])
+
+
 def test_restriction_against_the_opt_in_limit_fails_naming_the_static_limit(project):
     """Static tiles bounded by max_shared_memory_per_block (the 227 KiB opt-in limit on sm_90) instead of the static
     limit: the configurations that cannot compile fail the test, naming max_static_shared_memory_per_block."""

@@ -91,6 +91,10 @@ def test_every_constant_a_runner_provides_is_known_to_the_marker() -> None:
     ({"params": {"X": [1]}, "alpha": 1.0}, "alpha", "between 0 and 1"),
     ({"params": {"X": [1]}, "seed": 1.5}, "seed", "must be an integer"),
     ({"params": {"X": [1]}, "seed": True}, "seed", "must be an integer"),
+    ({"params": {"X": [1]}, "compile_sample": 0}, "compile_sample", "0 must be a whole number of configurations >= 1"),
+    ({"params": {"X": [1]}, "compile_sample": True}, "compile_sample", "True must be a whole number"),
+    ({"params": {"X": [1]}, "compile_sample": 2.0}, "compile_sample", "2.0 must be a whole number"),
+    ({"params": {"X": [1]}, "compile_sample": "8"}, "compile_sample", "'8' must be a whole number"),
     ({"params": {"X": [1]}, "measure": {"bogus": 1}}, "measure", "unknown measure option(s): bogus"),
     ({"params": {"X": [1]}, "measure": {"min_iterations": 0}}, "measure", "min_iterations must be >= 1"),
     ({"params": {"X": [1]}, "measure": 7}, "measure", "must be MeasureOptions or a dict"),
@@ -114,6 +118,12 @@ def test_bad_marker_argument_names_the_argument(kwargs: dict[str, Any], argument
     message = str(info.value)
     assert message.startswith(f"tune marker argument {argument!r}: "), message
     assert fragment in message
+
+
+def test_the_marker_compile_sample_is_kept_and_absent_means_the_flags() -> None:
+    assert parse_marker((), {"params": {"X": [1]}, "compile_sample": 4}, DEFAULTS).compile_sample == 4
+    assert parse_marker((), {"params": {"X": [1]}}, DEFAULTS).compile_sample is None
+    assert parse_marker((), {"params": {"X": [1]}, "compile_sample": None}, DEFAULTS).compile_sample is None
 
 
 def test_unknown_and_positional_marker_arguments() -> None:
