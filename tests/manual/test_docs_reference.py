@@ -219,3 +219,33 @@ def test_every_strategy_is_named() -> None:
     page = _page("marker.md").split("## Strategies", 1)[1].split("\n## ", 1)[0]
     missing = [s for s in available_strategies() if f"`{s}`" not in page]
     assert not missing, f"strategies missing from docs/reference/marker.md: {missing}"
+
+
+# Where the manual lists the architectures the plugin has limits for, by the words before each list.
+ARCH_LISTS = {"how-to/cuda-without-gpu.md": "each number with its source:",
+              "how-to/cuda-13.md": "multiprocessor) exist for"}
+_ARCH_LIST = re.compile(r"\s*sm_(\d+)((?:,\s*(?:sm_)?\d+)*)(?:,?\s+and\s+(?:sm_)?(\d+))?")
+
+
+def documented_archs(text: str, anchor: str) -> list[int]:
+    """The architectures of the list right after ``anchor`` ("sm_70, 72, 75 and 80" -> [70, 72, 75, 80])."""
+    assert anchor in text, f"the list's anchor {anchor!r} is gone: keep it, or point ARCH_LISTS at the new words"
+    found = _ARCH_LIST.match(text[text.index(anchor) + len(anchor):])
+    assert found, f"no architecture list after {anchor!r}"
+    return [int(found.group(1)), *map(int, re.findall(r"\d+", found.group(2))),
+            *([int(found.group(3))] if found.group(3) else [])]
+
+
+@pytest.mark.parametrize("page", sorted(ARCH_LISTS))
+def test_the_architecture_lists_are_the_code_s(page: str) -> None:
+    """Every page that lists the architectures with limits lists those of backends/cuda_arch.py (the static gate's
+    occupancy table has the same, tests/static/test_occupancy.py), in order."""
+    from pytest_autotune.backends.cuda_arch import ARCH_LIMITS
+
+    text = (DOCS / page).read_text(encoding="utf-8")
+    assert documented_archs(text, ARCH_LISTS[page]) == sorted(ARCH_LIMITS)
+
+
+def test_the_architecture_list_reader_reads_both_forms() -> None:
+    assert documented_archs("for: sm_70,\n72, 75, 100", "for:") == [70, 72, 75, 100]
+    assert documented_archs("for: sm_70, sm_72, 110,\n120 and 121.", "for:") == [70, 72, 110, 120, 121]
