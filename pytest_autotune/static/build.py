@@ -37,6 +37,7 @@ from time import perf_counter
 from typing import Any, Mapping
 
 from ..backends.cuda_arch import parse_arch
+from ..backends.cuda_toolkit import _toolkit_roots
 from ..backends.cuda_common import check_cuda_spec, find_kernel_symbol, instantiation_reference
 from ..backends.nvrtc import KernelResources, compile_configuration, nvrtc_version, parse_ptxas_log
 from ..backends.triton_kernel import KernelRef
@@ -120,7 +121,8 @@ def build_nvrtc(spec: KernelSpec, params: Mapping[str, Any], arch: int) -> Built
 
 def find_nvcc(nvcc: str | None = None) -> str:
     """The nvcc to build with: ``nvcc`` as given (a path, or a name looked up on PATH), else ``nvcc`` on PATH,
-    else the ``nvidia-cuda-nvcc`` wheel's (found as ``cuda.pathfinder`` finds it, else in ``site-packages``).
+    else the ``nvidia-cuda-nvcc`` wheel's (found as ``cuda.pathfinder`` finds it, else in ``site-packages``),
+    else a toolkit's not on PATH (``$CUDA_PATH/bin``, ``$CUDA_HOME/bin``, ``/usr/local/cuda/bin``).
 
     The pycuda runner runs ``nvcc`` from PATH; the wheel is the fallback for a CI runner without a toolkit.
     BackendUnavailable, naming what was looked for, when none is found.
@@ -139,12 +141,12 @@ def find_nvcc(nvcc: str | None = None) -> str:
         found = find_nvidia_binary_utility("nvcc")
         if found:
             return str(found)
-    for root in sys.path:
-        for rel in WHEEL_NVCC:
-            candidate = Path(root or ".") / rel
-            if candidate.is_file() and os.access(candidate, os.X_OK):
-                return str(candidate)
-    raise BackendUnavailable(f"no nvcc on PATH nor in the nvidia-cuda-nvcc wheel ({NVCC_HINT})")
+    candidates = [Path(root or ".") / rel for root in sys.path for rel in WHEEL_NVCC]
+    for candidate in candidates + [Path(root) / "bin" / "nvcc" for root in _toolkit_roots()]:
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    raise BackendUnavailable(f"no nvcc on PATH, in the nvidia-cuda-nvcc wheel nor in $CUDA_PATH, $CUDA_HOME or "
+                             f"/usr/local/cuda ({NVCC_HINT})")
 
 
 _RELEASE = re.compile(r"release \S+, V(\S+)")

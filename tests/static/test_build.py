@@ -154,6 +154,26 @@ def test_nvcc_is_found_in_the_wheel_without_one_on_path(monkeypatch, tmp_path):
     assert find_nvcc() == WHEEL_NVCC
 
 
+def test_a_toolkits_nvcc_off_path_is_the_last_resort(monkeypatch, tmp_path):
+    """No nvcc on PATH nor in a wheel: a toolkit's ($CUDA_PATH, $CUDA_HOME, /usr/local/cuda: cuda_toolkit's roots,
+    here one made up) installed but not on PATH; none: the install hint."""
+    from pytest_autotune.static import build
+
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "no-site-packages")])
+    monkeypatch.setitem(sys.modules, "cuda.pathfinder", None)  # as without cuda-pathfinder
+    toolkit = tmp_path / "cuda-13.0"
+    monkeypatch.setattr(build, "_toolkit_roots", lambda: [str(toolkit)])  # not /usr/local/cuda of this host
+    with pytest.raises(BackendUnavailable, match=r"no nvcc on PATH, in the nvidia-cuda-nvcc wheel nor in "
+                                                 r"\$CUDA_PATH, \$CUDA_HOME or /usr/local/cuda \(pip install "
+                                                 r".*nvidia-cuda-cccl"):
+        find_nvcc()
+    (toolkit / "bin").mkdir(parents=True)
+    (toolkit / "bin" / "nvcc").write_text("#!/bin/sh\n")
+    (toolkit / "bin" / "nvcc").chmod(0o755)
+    assert find_nvcc() == str(toolkit / "bin" / "nvcc")
+
+
 @needs_nvrtc
 @needs_nvcc
 def test_an_architecture_the_compiler_dropped_is_backend_unavailable():
