@@ -46,6 +46,12 @@ from ..static.occupancy import theoretical_occupancy
 
 DEFAULT_SAMPLE = 64
 STATUSES = ("ok", "compile", "resources", "invalid")
+# A CCCL header (CUB, Thrust, libcu++) that was not found: nvcc's host preprocessor ("cub/cub.cuh: No such file or
+# directory"), or NVRTC's and cudafe's front end ('cannot open source file "cub/cub.cuh"')
+_NO_CCCL = re.compile(r"""\b(?:cub|thrust|cuda|nv)/[\w/.]+: No such file|cannot open source file "(?:cub|thrust|cuda|nv)/""")
+CCCL_HINT = ("CCCL's headers (CUB, Thrust, libcu++) are not installed where the compiler looks: pip install "
+             "nvidia-cuda-cccl (its include/cccl folder beside the nvidia-cuda-nvcc and -nvrtc wheels' headers), or "
+             "use a CUDA toolkit that has include/cccl")
 _TOO_MUCH_SHARED = re.compile(r"uses too much shared data \((0x[0-9a-fA-F]+) bytes, (0x[0-9a-fA-F]+) max\)")
 
 
@@ -162,6 +168,8 @@ def check_configuration(spec: KernelSpec, params: Mapping[str, Any], arch: int |
             return ConfigCheck(cc, params, origin, "resources",
                                f"{used} bytes of static shared memory exceed max_static_shared_memory_per_block = "
                                f"{cap} (ptxas: {too_much.group(0)})", seconds=seconds)
+        if _NO_CCCL.search(log):  # a CCCL header not found: what is missing is an install, not a fix
+            log = f"{CCCL_HINT}\n{log}"
         return ConfigCheck(cc, params, origin, "compile", log, seconds=seconds)
     seconds = time.perf_counter() - start
     res = built.resources

@@ -380,3 +380,26 @@ def test_a_kernel_without_a_runner_is_built_by_the_compiler_of_the_runner_a_plai
     assert compiler_runner(None) == "cupy" and compiler_runner("pycuda") == "pycuda"
     installed()
     assert compiler_runner(None) == "cupy" and compiler_runner("my_cuda_runner") == "cupy"
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("runner", ["cupy", "pycuda"])
+def test_a_cccl_header_not_found_says_what_to_install(runner):
+    """A CI machine with the nvcc wheel but not nvidia-cuda-cccl cannot find <cub/...>: the check says to install it
+    (a header of CCCL's layout that exists nowhere stands in for the missing wheel)."""
+    if runner == "pycuda":
+        _nvcc_or_skip()
+    spec = small_spec('#include <cub/no_such_header.cuh>\nextern "C" __global__ void k(float *x) {}\n', "k",
+                      lang="cuda")
+    check = check_configuration(spec, {"block_size_x": 32}, "sm_90", runner=runner)
+    assert check.status == "compile"
+    assert check.detail.startswith("CCCL's headers (CUB, Thrust, libcu++) are not installed where the compiler "
+                                   "looks: pip install nvidia-cuda-cccl")
+    assert "no_such_header.cuh" in check.detail  # the compiler's own message follows
+
+
+@needs_nvrtc
+def test_an_unknown_header_of_ones_own_gets_no_cccl_hint():
+    spec = small_spec('#include "my_header.cuh"\nextern "C" __global__ void k(float *x) {}\n', "k", lang="cuda")
+    check = check_configuration(spec, {"block_size_x": 32}, "sm_90")
+    assert check.status == "compile" and "nvidia-cuda-cccl" not in check.detail and "my_header.cuh" in check.detail

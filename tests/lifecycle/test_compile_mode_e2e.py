@@ -289,6 +289,26 @@ def test_the_pycuda_runners_own_nvcc_is_used_and_a_missing_one_fails_the_check(p
                                  "was not found or is not executable (pip install nvidia-cuda-nvcc *nvidia-cuda-cccl*"])
 
 
+def test_an_architecture_nvcc_cannot_target_fails_naming_the_flag(project):
+    from pytest_autotune.static.build import find_nvcc
+
+    try:
+        nvcc = find_nvcc()
+    except Exception as exc:  # noqa: BLE001
+        if not WHEELS_EXIST:
+            pytest.skip(f"no nvcc here: {exc}")
+        raise
+    import subprocess
+
+    if "compute_70" in subprocess.run([nvcc, "--list-gpu-arch"], capture_output=True, text=True).stdout:
+        pytest.skip("this nvcc still targets sm_70")
+    project.makepyfile(test_stage=TEST.replace("LIMIT", "max_static_shared_memory_per_block").replace(
+        'grid_div_x=["block_size_x", "TILE"]', 'grid_div_x=["block_size_x", "TILE"], runner="pycuda"'))
+    result = project.runpytest(*INNER_ARGS, "--autotune-compile=sm_70,sm_90", "--autotune-compile-sample=1")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*autotune: --autotune-compile=sm_70,sm_90: nvcc * cannot compile for sm_70*"])
+
+
 def test_sm_120_is_accepted_when_the_nvrtc_targets_it(project):
     if nvrtc.nvrtc_unavailable_reason() or 120 not in nvrtc.supported_archs():
         pytest.skip("the installed NVRTC cannot target sm_120")
