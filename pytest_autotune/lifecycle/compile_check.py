@@ -22,7 +22,6 @@ the limit is named). Each configuration's compile time and ptxas resources are r
 from __future__ import annotations
 
 import argparse
-import math
 import re
 import time
 from dataclasses import dataclass, field
@@ -35,10 +34,9 @@ from ..measure.timing import TimingStats
 from .outcome import KernelResult, Mode, Outcome, Status, SummaryRow
 from ..backends.cuda_arch import ARCH_LIMITS, arch_limits, parse_arch
 from ..lock.devices import device_arch
-from ..errors import InvalidConfiguration
+from ..errors import BackendUnavailable, InvalidConfiguration
 from ..execution.executor import check_kernel_resources, check_launch_limits
 from ..execution.kernel import KernelSpec, launch_geometry
-from ..errors import BackendUnavailable
 from ..space.membership import NotInSpace, declared_configuration
 from ..space import SearchSpace
 from ..static.build import StaticBuildError, build_for_runner, find_nvcc, nvcc_toolchain
@@ -173,16 +171,25 @@ def check_configuration(spec: KernelSpec, params: Mapping[str, Any], arch: int |
         return ConfigCheck(cc, params, origin, "compile", log, seconds=seconds)
     seconds = time.perf_counter() - start
     res = built.resources
-    threads = math.prod(geometry[1])
-    resources: dict[str, Any] = {**res.as_dict(), "dynamic_shared_mem": built.dynamic_shared, "threads": threads}
-    reason = check_kernel_resources(threads=threads, static_smem=res.shared_mem, dynamic_smem=built.dynamic_shared,
-                                    registers_per_thread=res.registers, kernel_max_threads=None, limits=limits)
-    if not reason:
-        resources["occupancy"] = round(theoretical_occupancy(
-            cc, threads=threads, registers=res.registers, shared_per_block=res.shared_mem + built.dynamic_shared,
-            barriers=res.barriers).occupancy, 4)
-    return ConfigCheck(cc, params, origin, "resources" if reason else "ok", reason or "", resources, built.symbol,
-                       seconds, built.toolchain.get("compiler", ""))
+    reason = check_kernel_resources(threads=built.threads, static_smem=res.shared_mem,
+                                    dynamic_smem=built.dynamic_shared, registers_per_thread=res.registers,
+                                    kernel_max_threads=None, limits=limits)
+    return ConfigCheck(cc, params, origin, "resources" if reason else "ok", reason or "",
+                       built_resources(built, occupancy=not reason), built.symbol, seconds,
+                       built.toolchain.get("compiler", ""))
+
+
+def built_resources(built: Any, occupancy: bool = True) -> dict[str, Any]:
+    """What the report says of a :class:`~..static.build.BuiltKernel`: ptxas's registers, static shared memory,
+    stack frame (local memory per thread) and spills, the launch's threads and dynamic shared memory, and the
+    theoretical occupancy they give (left out for a build over the architecture's limits: none fits)."""
+    res = built.resources
+    out: dict[str, Any] = {**res.as_dict(), "dynamic_shared_mem": built.dynamic_shared, "threads": built.threads}
+    if occupancy:
+        out["occupancy"] = round(theoretical_occupancy(
+            built.arch, threads=built.threads, registers=res.registers,
+            shared_per_block=res.shared_mem + built.dynamic_shared, barriers=res.barriers).occupancy, 4)
+    return out
 
 
 def compiler_runner(runner: str | None) -> str:
@@ -311,7 +318,7 @@ def compile_outcome(spec: KernelSpec, settings: Any, options: Any, test: str, la
 
     started = time.perf_counter()
     archs: list[int] = list(options.compile_archs)
-    sample: int = getattr(settings, "compile_sample", None) or options.compile_sample or DEFAULT_SAMPLE
+    sample: int = settings.compile_sample or options.compile_sample or DEFAULT_SAMPLE
     flag = "--autotune-compile=" + ",".join(f"sm_{cc}" for cc in archs)
     compiler = compiler_runner(runner)
     # The check was asked for: without the compiler it fails (a skip would let a broken CI job pass green).

@@ -32,6 +32,7 @@ from ..space import SearchSpace, SearchSpaceError
 from ..space.membership import declared_configuration
 from ..static.profile import StaticProfile, profile_cubin
 from .calls import KernelCall
+from .compile_check import built_resources
 from ..lock.devices import device_arch
 from .outcome import KernelResult, Mode, Outcome, Status, SummaryRow
 from .settings import Options, TuneSettings
@@ -252,9 +253,12 @@ def compile_triton(k: KernelCall, settings: TuneSettings, options: Options, test
     """``--autotune-compile`` for a Triton kernel: build, for each architecture, the configuration it ships with
     there (its GPU lock entry's winner, else the first configuration of its space under that architecture's
     limits) with Triton's own compiler for that target, no GPU; ``--autotune-record-static`` records it."""
+    started = time.perf_counter()
     chosen: dict[int, dict[str, Any]] = {}
     origins: dict[int, str] = {}
     problems: list[str] = []
+    compiled: dict[str, dict[str, Any]] = {}  # per architecture: compiled, seconds, compiler (the report's compile)
+    passed: list[dict[str, Any]] = []  # the report's configurations
     try:
         locked = {t.arch: t for t in static_targets(options.lockdir, test, k.label) if t.baseline is None}
     except LockfileError as exc:
@@ -273,19 +277,30 @@ def compile_triton(k: KernelCall, settings: TuneSettings, options: Options, test
                     problems.append(f"sm_{cc}: no configuration of the space fits sm_{cc}'s limits")
                     continue
                 chosen[cc], origins[cc] = space.get(0), "first configuration"
-            k.static_build(chosen[cc], cc, "triton")  # type: ignore[misc]  # built: that is the check
+            begun = time.perf_counter()
+            built = k.static_build(chosen[cc], cc, "triton")  # type: ignore[misc]  # built: that is the check
         except BackendUnavailable as exc:  # the check was asked for: without Triton's compiler it fails
             return Outcome.failed(f"autotune: --autotune-compile: {k.label}: {exc}")
         except (AutotuneError, SearchSpaceError) as exc:
             problems.append(f"sm_{cc} {chosen.get(cc, {})}: {str(exc).splitlines()[0] if str(exc) else exc}")
+            if cc in chosen:
+                compiled[f"sm_{cc}"] = {"compiled": 1, "compile": 1, "seconds": round(time.perf_counter() - begun, 3),
+                                        "compiler": ""}
             chosen.pop(cc, None)
             continue
+        seconds = round(time.perf_counter() - begun, 4)
+        compiled[f"sm_{cc}"] = {"compiled": 1, "compile": 0, "seconds": round(seconds, 3),
+                                "compiler": built.toolchain.get("compiler", "")}
+        passed.append({"arch": f"sm_{cc}", "params": dict(chosen[cc]),
+                       "origin": "locked" if origins[cc] == "lock entry" else "space", "seconds": seconds,
+                       "resources": built_resources(built)})
     recorded = record_static_baselines(k, test, [cc for cc in options.compile_archs if cc in chosen], chosen,
                                        origins, "triton", options.lockdir) if options.record_static else []
     params = next(iter(chosen.values()), {})
     row = SummaryRow.make(test, k.label, Mode.COMPILE, Status.COMPILE_FAILED if problems else Status.COMPILED,
                           params=params, evaluations=len(chosen) + len(problems),
-                          budget=len(options.compile_archs), strategy="triton",
+                          budget=len(options.compile_archs), strategy="triton", compile=compiled,
+                          configurations=passed, seconds=round(time.perf_counter() - started, 3),
                           message="; ".join(problems),
                           **({"note": "static baseline: " + "; ".join(recorded)} if recorded else {}))
     if problems:

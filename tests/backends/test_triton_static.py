@@ -51,7 +51,14 @@ def test_without_a_gpu_the_interpreter_verifies_and_the_binary_gates(project: py
     assert MORE_LOADS != KERNELS
     project.makepyfile(test_add=TEST)
     run(project, "--autotune").assert_outcomes(passed=1)
-    run(project, "--autotune-compile=sm_90", "--autotune-record-static").assert_outcomes(passed=1)
+    run(project, "--autotune-compile=sm_90", "--autotune-record-static",
+        "--autotune-report=report.json").assert_outcomes(passed=1)
+    (compiled,) = _rows(project)  # compile mode's report: Triton's compile time and the binary's resources
+    assert compiled["mode"] == "compile" and compiled["compile"]["sm_90"]["compiler"].startswith("triton ")
+    (built,) = compiled["configurations"]
+    assert built["arch"] == "sm_90" and built["params"] == compiled["params"] and 0 < built["seconds"] <= \
+        compiled["seconds"]
+    assert built["resources"]["registers"] > 0 and built["resources"]["threads"] == 32 * built["params"]["num_warps"]
     baseline = json.loads((project.path / "autotune.lock" / "static" / "sm_90.json").read_text())
     profile = baseline["entries"][KEY]["static"]
     assert profile["toolchain"]["compiler"].startswith("triton") and profile["instructions"]["global_load"] >= 2
