@@ -40,7 +40,6 @@ from ..execution.kernel import KernelSpec, launch_geometry
 from ..space.membership import NotInSpace, declared_configuration
 from ..space import SearchSpace
 from ..static.build import StaticBuildError, build_for_runner, find_nvcc, nvcc_toolchain
-from ..static.occupancy import theoretical_occupancy
 
 DEFAULT_SAMPLE = 64
 STATUSES = ("ok", "compile", "resources", "invalid")
@@ -175,21 +174,8 @@ def check_configuration(spec: KernelSpec, params: Mapping[str, Any], arch: int |
                                     dynamic_smem=built.dynamic_shared, registers_per_thread=res.registers,
                                     kernel_max_threads=None, limits=limits)
     return ConfigCheck(cc, params, origin, "resources" if reason else "ok", reason or "",
-                       built_resources(built, occupancy=not reason), built.symbol, seconds,
+                       built.report(occupancy=not reason), built.symbol, seconds,
                        built.toolchain.get("compiler", ""))
-
-
-def built_resources(built: Any, occupancy: bool = True) -> dict[str, Any]:
-    """What the report says of a :class:`~..static.build.BuiltKernel`: ptxas's registers, static shared memory,
-    stack frame (local memory per thread) and spills, the launch's threads and dynamic shared memory, and the
-    theoretical occupancy they give (left out for a build over the architecture's limits: none fits)."""
-    res = built.resources
-    out: dict[str, Any] = {**res.as_dict(), "dynamic_shared_mem": built.dynamic_shared, "threads": built.threads}
-    if occupancy:
-        out["occupancy"] = round(theoretical_occupancy(
-            built.arch, threads=built.threads, registers=res.registers,
-            shared_per_block=res.shared_mem + built.dynamic_shared, barriers=res.barriers).occupancy, 4)
-    return out
 
 
 def compiler_runner(runner: str | None) -> str:

@@ -32,7 +32,6 @@ from ..space import SearchSpace, SearchSpaceError
 from ..space.membership import declared_configuration
 from ..static.profile import StaticProfile, profile_cubin
 from .calls import KernelCall
-from .compile_check import built_resources
 from ..lock.devices import device_arch
 from .outcome import KernelResult, Mode, Outcome, Status, SummaryRow
 from .settings import Options, TuneSettings
@@ -293,7 +292,7 @@ def compile_triton(k: KernelCall, settings: TuneSettings, options: Options, test
                                 "compiler": built.toolchain.get("compiler", "")}
         passed.append({"arch": f"sm_{cc}", "params": dict(chosen[cc]),
                        "origin": "locked" if origins[cc] == "lock entry" else "space", "seconds": seconds,
-                       "resources": built_resources(built)})
+                       "resources": built.report()})
     recorded = record_static_baselines(k, test, [cc for cc in options.compile_archs if cc in chosen], chosen,
                                        origins, "triton", options.lockdir) if options.record_static else []
     params = next(iter(chosen.values()), {})

@@ -43,6 +43,7 @@ from ..backends.nvrtc import KernelResources, compile_configuration, nvrtc_versi
 from ..backends.triton_kernel import KernelRef
 from ..errors import AutotuneError, BackendUnavailable, SpecError
 from ..execution.kernel import KernelSpec, instantiated_name, launch_geometry, render_source
+from .occupancy import theoretical_occupancy
 
 STATIC_RUNNERS = ("cupy", "pycuda", "triton")  # the runners whose configurations can be built here
 LOG_LINES = 20  # compiler log lines a StaticBuildError's message shows (the whole log is on ``.log``)
@@ -66,6 +67,18 @@ class BuiltKernel:
     resources: KernelResources  # from ptxas -v's log
     toolchain: dict[str, str] = field(default_factory=dict)  # what built it (compiler, ptxas versions)
     seconds: float = 0.0
+
+    def report(self, occupancy: bool = True) -> dict[str, Any]:
+        """What a report says of this build: ptxas's registers, static shared memory, stack frame (local memory
+        per thread) and spills, the launch's threads and dynamic shared memory, and the theoretical occupancy
+        they give (``occupancy=False`` for a build over the architecture's limits, where none fits)."""
+        res = self.resources
+        out: dict[str, Any] = {**res.as_dict(), "dynamic_shared_mem": self.dynamic_shared, "threads": self.threads}
+        if occupancy:
+            out["occupancy"] = round(theoretical_occupancy(
+                self.arch, threads=self.threads, registers=res.registers,
+                shared_per_block=res.shared_mem + self.dynamic_shared, barriers=res.barriers).occupancy, 4)
+        return out
 
 
 class StaticBuildError(AutotuneError):
