@@ -159,6 +159,24 @@ def test_every_fault_is_recorded_and_the_next_configuration_still_measures(cache
         assert runner.worker_starts == starts + 3
 
 
+def test_verify_callable_gets_a_scalar_reference_as_given(cache):
+    """A reduction's reference is its sum (Kernel Tuner's ``answer=[numpy.sum(x), None, None]``): the verify
+    callable decides; the sum of the wrong output fails, the right one passes."""
+    a = np.arange(N, dtype=np.float32) % 7
+    b = np.ones(N, np.float32)
+
+    def verify(expected, outputs):
+        assert np.isclose(outputs[0].sum(dtype=np.float64), expected[0]), f"sum {outputs[0].sum()} != {expected[0]}"
+
+    spec = KernelSpec(FAULTY, "vadd", N, [np.zeros(N, np.float32), a, b, np.int32(N)],
+                      expected=[np.sum(a + b, dtype=np.float64), None, None, None], verify=verify)
+    with make_runner(spec, cache_dir=cache, measure=FAST, isolate=False) as runner:
+        good = runner.evaluate({"MODE": 0})
+        wrong = runner.evaluate({"MODE": 1})
+    assert good.ok, good.detail
+    assert wrong.failure is FailureKind.WRONG_OUTPUT and "verify callable failed: sum" in wrong.detail
+
+
 def test_compile_cache_hit_on_second_use(cache):
     spec = vadd_spec()
     params = {"WPT": 4, "UNROLL": 4}

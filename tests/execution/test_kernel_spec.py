@@ -228,6 +228,19 @@ def test_expected_is_checked_against_the_arguments():
     assert spec(args=args + [np.ones(2, np.int8)]).output_indices == (0, 2)  # no expected: every array
 
 
+def test_expected_with_a_verify_callable_is_the_callables_business():
+    """Kernel Tuner's ``answer=[numpy.sum(x), None]`` with a custom ``verify``: no shape or dtype check, entries
+    kept as given (None: not checked), only the alignment with the arguments."""
+    args = [np.zeros(4, np.float32), np.int32(4)]
+    total = np.float64(6.0)
+    s = spec(args=args, expected=[total, None], verify=lambda expected, outputs: True)
+    assert s.expected == [total, None] and s.output_indices == (0,)
+    with pytest.raises(SpecError, match="shape"):  # without verify the reference must fit the argument
+        spec(args=args, expected=[total, None])
+    with pytest.raises(SpecError, match="entries"):
+        spec(args=args, expected=[total], verify=lambda expected, outputs: True)
+
+
 def test_spec_pickles_and_hashes_stably():
     s = spec(grid_div_x=["block_size_x"], expected=[np.zeros(4, np.float32), None, None, None])
     clone = pickle.loads(pickle.dumps(s))
