@@ -297,12 +297,42 @@ def with_code(spec: KernelSpec, code: str, kernel_name: str | None = None,
     return other
 
 
+def _looks_like_path(source: str) -> bool:
+    return "\n" not in source and "{" not in source and len(source) < 4096
+
+
+def locate_source(source: Any, folders: Sequence[tuple[Path, str]]) -> Any:
+    """A relative kernel path found in the first of ``folders`` (``(folder, what it is)``) that has it.
+
+    Source text, absolute paths and anything that is not a path are returned
+    as they are. A relative path with a kernel suffix found in none of the
+    folders is a :class:`SpecError` naming every place looked at. Only where
+    the file is read changes: the lock stores sources by content, never by path.
+    """
+    if isinstance(source, os.PathLike):
+        path = Path(source)
+    elif isinstance(source, str) and _looks_like_path(source):
+        path = Path(source)
+    else:
+        return source
+    if path.is_absolute() or not folders:
+        return source
+    for folder, _ in folders:
+        candidate = folder / path
+        if candidate.is_file():
+            return candidate
+    if isinstance(source, os.PathLike) or (registry.for_suffix(path.suffix) is not None
+                                           and path.suffix == path.suffix.lower()):
+        tried = " and ".join(f"{folder / path} ({what})" for folder, what in folders)
+        raise SpecError(f"kernel source file {str(source)!r} does not exist: looked for {tried}")
+    return source
+
+
 def _load_source(source: Union[str, os.PathLike]) -> tuple[str, Path | None]:
     if isinstance(source, os.PathLike):
         path = Path(source)
     elif isinstance(source, str):
-        looks_like_path = "\n" not in source and "{" not in source and len(source) < 4096
-        if not looks_like_path:
+        if not _looks_like_path(source):
             return source, None
         path = Path(source)
         if not path.is_file():

@@ -20,6 +20,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import pytest
 
+from ..errors import SpecError
+from ..execution.kernel import locate_source
 from ..lifecycle import Action, Host, KernelResult, Kernels, Outcome, TuneSettings, compile_outcome, kernel_spec
 from .session import SessionState
 
@@ -53,6 +55,10 @@ class Autotune:
                **runner_options: Any) -> KernelResult:
         """Tune or gate a source kernel (CUDA via cupy/pycuda, OpenCL via opencl, C/C++ via the C runner)."""
         __tracebackhide__ = True
+        try:
+            source = locate_source(source, self._kernel_folders())
+        except SpecError as exc:
+            raise pytest.fail.Exception(f"autotune.kernel({kernel_name!r}): {exc}", pytrace=True) from None
         if self.state.options.compile_archs:
             try:
                 spec = kernel_spec(source, kernel_name, problem_size, args, grid_div_x=grid_div_x,
@@ -120,6 +126,13 @@ class Autotune:
         assert outcome.result is not None
         self.results[outcome.result.kernel] = outcome.result
         return outcome.result
+
+    def _kernel_folders(self) -> list[tuple[Path, str]]:
+        """Where a relative kernel path is looked for: beside the test file, then the rootdir (where it was
+        looked for before, as pytest runs from there)."""
+        here = Path(str(self.item.path)).parent
+        root = Path(str(self.item.config.rootpath))
+        return [(here, "beside the test file")] + ([(root, "in the rootdir")] if root != here else [])
 
     def _gone(self, test: str) -> bool:
         """The test no longer exists: not collected, though its file was (or the file is gone too)."""

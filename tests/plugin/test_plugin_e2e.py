@@ -1031,7 +1031,7 @@ def test_errors_in_the_tests_own_call_fail_at_its_line(project: pytest.Pytester)
     for internal in ("fixture.py:", "<string>:", "kernel.py:", "runners/"):
         assert internal not in out.split("short test summary info")[0], internal
     result.stdout.fnmatch_lines([
-        "*autotune.kernel('work'): kernel source file 'no_such_kernel.c' does not exist",
+        "*autotune.kernel('work'): kernel source file 'no_such_kernel.c' does not exist: looked for *no_such_kernel.c (beside the test file)",
         "test_errors.py:9: Failed",
         "*expected must be a list with one entry per argument (4 here), got an array of shape (16,); "
         "wrap the array: expected=[[]ref, None, None, None]*",
