@@ -35,19 +35,32 @@ library hides bugs, so:
   (``cuCtxSynchronize failed: an illegal memory access was encountered``,
   ``cuLaunchKernel failed: invalid argument``) with its exception classes;
 * PyCUDA's argument packer knows struct codes plus ``F``/``D``, not ``e``;
-  PyCUDA warns (``UserWarning``) when nvcc printed anything on success.
+  PyCUDA warns (``UserWarning``) when nvcc printed anything on success;
+* ``__constant__`` symbols: every loaded module has its own, zero-filled (a module CuPy memoizes keeps
+  its values until ``clear_memo``). CuPy's ``RawModule.get_global(name)`` returns a ``MemoryPointer`` whose
+  memory has size 0 (``cupy/_core/raw.pyx``: CuPy drops the size ``cuModuleGetGlobal`` gives), filled with
+  ``copy_from_host(address, nbytes)``; the size is the driver's, through cuda-bindings'
+  ``cuModuleGetGlobal(CUmodule(module.ptr), name) -> (CUresult, CUdeviceptr, bytes)`` (see
+  :func:`cu_module_get_global`; :func:`install_cupy` puts it on cuda-bindings' driver module). PyCUDA's ``Module.get_global(name)`` returns ``(device pointer, bytes)``
+  (``src/cpp/cuda.hpp``) and ``memcpy_htod`` takes that pointer. A missing symbol is ``CUDA_ERROR_NOT_FOUND``
+  (CuPy's ``CUDADriverError``; PyCUDA's ``LogicError("cuModuleGetGlobal failed: named symbol not found")``);
+  a copy past the symbol's end is ``CUDA_ERROR_INVALID_VALUE``.
 
-A "kernel" is the vector add of ``test_runner_cuda.VADD``, executed in numpy,
-its behaviour picked by ``#define`` lines in the rendered source: ``MODE`` 1
-wrong output, 2 compile error, 3 illegal address, 4 uses 255 registers per
-thread; ``STATIC_SMEM`` bytes of static shared memory.
+A "kernel" runs in numpy, picked by its name (:data:`KERNELS`): the vector add of ``test_runner_cuda.VADD``,
+its behaviour picked by ``#define`` lines in the rendered source (``MODE`` 1 wrong output, 2 compile error,
+3 illegal address, 4 uses 255 registers per thread; ``STATIC_SMEM`` bytes of static shared memory), or
+Kernel Tuner's ``convolution_kernel``, which reads its filter from ``__constant__ d_filter`` (see
+:func:`run_convolution`).
 """
 from __future__ import annotations
 
+import ctypes
+import itertools
 import re
 import struct
 import types
 import warnings
+from typing import Any
 
 import numpy as np
 
@@ -106,6 +119,8 @@ class State:
         self.fail_alloc_after: int | None = None  # PyCUDA: cuMemAlloc fails after this many allocations
         self.allocations = 0
         self.loaded_modules = 0  # CuPy modules kept alive by its memo
+        self.memo: dict[tuple, object] = {}  # CuPy's _get_raw_module memo: (code, options) -> loaded module
+        self.modules: dict[int, object] = {}  # CUmodule handle -> loaded module (CuPy's), for cuModuleGetGlobal
         self.cubin_loads = 0  # RawModule(path=...) loads that succeeded
 
 
@@ -145,6 +160,48 @@ def run_vadd(mode: int, state: State, c: np.ndarray, a: np.ndarray, b: np.ndarra
         state.poisoned = True
         return
     c[:] = a - b if mode == 1 else a + b
+
+
+_C_SIZES = {"char": 1, "short": 2, "int": 4, "unsigned": 4, "float": 4, "double": 8, "long": 8,
+            "float2": 8, "float4": 16, "int2": 8, "int4": 16, "double2": 16}
+_SIZE_EXPR = re.compile(r"[\d\s()+\-*/]+\Z")
+
+
+def constant_symbols(source: str) -> dict[str, np.ndarray]:
+    """The ``__constant__`` arrays and scalars a compiler would emit for ``source``, zero-filled bytes.
+
+    Sizes are expressions over numbers and the source's ``#define`` values (the first of each name: the
+    rendered parameters come first); an unknown type or size is an error of the stand-in, not a guess."""
+    symbols = {}
+    for match in re.finditer(r"__constant__\s+(?:unsigned\s+)?(\w+)\s+(\w+)\s*(?:\[([^\]]+)\])?\s*;", source):
+        ctype, name, count = match.groups()
+        count = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: str(define(source, m.group(0))), count or "1")
+        assert ctype in _C_SIZES and _SIZE_EXPR.match(count), f"stand-in cannot size __constant__ {match.group(0)}"
+        symbols[name] = np.zeros(_C_SIZES[ctype] * int(eval(count)), np.uint8)  # digits and + - * / only
+    return symbols
+
+
+def host_bytes(address: int, size: int) -> np.ndarray:
+    """``size`` bytes of host memory at ``address`` (what ``cudaMemcpy`` reads from a host pointer)."""
+    return np.frombuffer((ctypes.c_uint8 * size).from_address(address), np.uint8).copy()
+
+
+def run_convolution(source: str, constants: dict[str, np.ndarray], grid, block, output: np.ndarray,
+                    image: np.ndarray) -> None:
+    """Kernel Tuner's ``convolution_kernel`` (examples/cuda/convolution.cu): each output pixel a thread block
+    covers is the sum over the filter of input window x ``d_filter[i * filter_width + j]``, the filter read from
+    constant memory (never from the ``filter`` argument); pixels outside the grid stay as they were."""
+    fh, fw = define(source, "filter_height"), define(source, "filter_width")
+    height, width = define(source, "image_height"), define(source, "image_width")
+    tile_x, tile_y = max(define(source, "tile_size_x"), 1), max(define(source, "tile_size_y"), 1)
+    weights = constants["d_filter"].view(np.float32)[:fh * fw].reshape(fh, fw)
+    padded = image.reshape(height + fh // 2 * 2, width + fw // 2 * 2)
+    result = np.zeros((height, width), np.float32)
+    for i, j in itertools.product(range(fh), range(fw)):
+        result += padded[i:i + height, j:j + width] * weights[i, j]
+    rows = min(height, grid[1] * block[1] * tile_y)
+    cols = min(width, grid[0] * block[0] * tile_x)
+    output.reshape(height, width)[:rows, :cols] = result[:rows, :cols]
 
 
 def launch_problem(block, grid, registers: int) -> tuple[str, str, str] | None:
@@ -197,13 +254,26 @@ def make_cupy(state: State) -> dict[str, types.ModuleType]:
             raise DynamicLibNotFoundError('Failure finding "libnvrtc.so": no NVIDIA NVRTC library was found')
         return (12, 9)
 
+    class UnownedMemory:
+        def __init__(self, ptr: int, size: int) -> None:
+            self.ptr, self.size = ptr, size
+
     class MemoryPointer:
-        def __init__(self, array: np.ndarray) -> None:
+        def __init__(self, array: np.ndarray, size: int | None = None) -> None:
             self.array, self.ptr = array, array.ctypes.data
+            self.mem = UnownedMemory(self.ptr, array.nbytes if size is None else size)
 
         def copy_from_device_async(self, src: "MemoryPointer", size: int, stream=None) -> None:
             assert size == self.array.nbytes == src.array.nbytes
             np.copyto(self.array, src.array)
+
+        def copy_from_host(self, mem, size: int) -> None:
+            """``cudaMemcpy`` host to device: past the end of the symbol or allocation is invalid."""
+            if state.poisoned:
+                raise CUDARuntimeError(ILLEGAL_ADDRESS)
+            if size > self.array.nbytes:
+                raise CUDARuntimeError(INVALID_VALUE)
+            self.array[:size] = host_bytes(mem if isinstance(mem, int) else mem.value, size)
 
     class ndarray:
         def __init__(self, array: np.ndarray) -> None:
@@ -221,7 +291,8 @@ def make_cupy(state: State) -> dict[str, types.ModuleType]:
             return ndarray(self.host)
 
     class RawKernel:
-        def __init__(self, source: str) -> None:
+        def __init__(self, source: str, name: str = "vadd", constants: dict | None = None) -> None:
+            self.source, self.name, self.constants = source, name.split("<")[0].strip(), constants or {}
             self.mode = mode_of(source)
             self.num_regs = 255 if self.mode == 4 else 20
             self.shared_size_bytes = define(source, "STATIC_SMEM")
@@ -250,6 +321,10 @@ def make_cupy(state: State) -> dict[str, types.ModuleType]:
             if problem:
                 raise CUDADriverError(problem)
             state.launches.append((grid, block, shared_mem))
+            if self.name == "convolution_kernel":
+                output, image, _filter = args
+                run_convolution(self.source, self.constants, grid, block, output.host, image.host)
+                return
             c, a, b, n = args
             assert isinstance(n, np.int32)
             run_vadd(self.mode, state, c.host, a.host, b.host)
@@ -264,6 +339,7 @@ def make_cupy(state: State) -> dict[str, types.ModuleType]:
             self.code, self.path, self.options = code, path, options
             self.name_expressions = tuple(name_expressions) if name_expressions is not None else None
             self._mapping: dict[str, str] | None = None
+            self._module: CudaModule | None = None
 
         def _load_file(self) -> None:
             """CuPy 14 loads a path lazily (``_get_raw_module`` -> ``Module.load_file``, i.e. ``cuModuleLoad``) when
@@ -309,12 +385,37 @@ def make_cupy(state: State) -> dict[str, types.ModuleType]:
                 state.loaded_modules += 1
             return self._mapping
 
+        @property
+        def module(self) -> "CudaModule":
+            """The loaded module (cupy.cuda.function.Module: ``ptr`` is its CUmodule handle), memoized per
+            source and options as CuPy's ``_get_raw_module`` does, until ``clear_memo``."""
+            if self._module is None:
+                self._compile()
+                key = (self.code, self.options) if self.path is None else (self.path,)
+                if key not in state.memo:
+                    state.memo[key] = CudaModule(self.code)
+                self._module = state.memo[key]
+            return self._module
+
         def get_function(self, name: str) -> RawKernel:
             mapping = self._compile()
             symbol = mapping.get(name, name) if self.name_expressions else name
             if symbol not in kernel_names(self.code).values():
                 raise CUDADriverError(NOT_FOUND)  # cuModuleGetFunction
-            return RawKernel(self.code)
+            return RawKernel(self.code, name, self.module.constants)
+
+        def get_global(self, name: str) -> MemoryPointer:
+            """cupy/_core/raw.pyx: ``cuModuleGetGlobal``'s pointer in an ``UnownedMemory`` of size 0."""
+            constants = self.module.constants
+            if name not in constants:
+                raise CUDADriverError(NOT_FOUND)  # driver.moduleGetGlobal -> check_status
+            return MemoryPointer(constants[name], size=0)
+
+    class CudaModule:
+        def __init__(self, code: str) -> None:
+            self.constants = constant_symbols(code)
+            self.ptr = id(self)
+            state.modules[self.ptr] = self
 
     class Stream:
         ptr = 0
@@ -348,6 +449,7 @@ def make_cupy(state: State) -> dict[str, types.ModuleType]:
 
     def clear_memo() -> None:
         state.loaded_modules = 0
+        state.memo.clear()
 
     compiler.CompileException = CompileException
     driver.CUDADriverError = CUDADriverError
@@ -495,7 +597,8 @@ def make_pycuda(state: State) -> dict[str, types.ModuleType]:
             return "NVIDIA Fake H100 80GB HBM3"
 
     class Function:
-        def __init__(self, source: str) -> None:
+        def __init__(self, source: str, name: str = "vadd", constants: dict | None = None) -> None:
+            self.source, self.name, self.constants = source, name, constants or {}
             self.mode = mode_of(source)
             static = define(source, "STATIC_SMEM")
             self.attrs = {"NUM_REGS": 255 if self.mode == 4 else 20, "SHARED_SIZE_BYTES": static,
@@ -529,17 +632,31 @@ def make_pycuda(state: State) -> dict[str, types.ModuleType]:
             if problem:
                 raise_cuda("cuLaunchKernel", problem)
             state.launches.append((grid, block, shared_size))
+            if "convolution_kernel" in self.name:
+                output, image = (memory[p].view(np.float32) for p in args[:2])
+                run_convolution(self.source, self.constants, grid, block, output, image)
+                return
             c, a, b = (memory[p].view(np.float32) for p in args[:3])
             run_vadd(self.mode, state, c, a, b)
 
     class Module:
         def __init__(self, cubin: bytes) -> None:
             self.cubin = cubin
+            self.constants = constant_symbols(cubin.decode(errors="replace"))  # each load its own, zeroed
+            for buffer in self.constants.values():
+                memory[buffer.ctypes.data] = buffer
 
         def get_function(self, symbol: str) -> Function:
             if (b"\0" + symbol.encode() + b"\0") not in self.cubin:
                 raise_cuda("cuModuleGetFunction", NOT_FOUND)
-            return Function(self.cubin.decode(errors="replace"))
+            return Function(self.cubin.decode(errors="replace"), symbol, self.constants)
+
+        def get_global(self, name: str) -> tuple[int, int]:
+            """``(CUdeviceptr, bytes)`` of a global symbol (pycuda src/cpp/cuda.hpp ``module::get_global``)."""
+            if name not in self.constants:
+                raise_cuda("cuModuleGetGlobal", NOT_FOUND)
+            buffer = self.constants[name]
+            return buffer.ctypes.data, buffer.nbytes
 
     class Event:
         def record(self, stream=None) -> None:
@@ -567,8 +684,12 @@ def make_pycuda(state: State) -> dict[str, types.ModuleType]:
         symbols = "".join(f"\0.text.{s}\0{s}\0" for s in kernel_names(source).values())
         return source.encode() + symbols.encode()
 
-    def memcpy_htod(dst: DeviceAllocation, src: np.ndarray) -> None:
-        dst.buf[:src.nbytes] = src.view(np.uint8).ravel()
+    def memcpy_htod(dst, src: np.ndarray) -> None:
+        """A DeviceAllocation or a device pointer (an int, as ``get_global`` returns); past its end is invalid."""
+        buf = memory.get(dst) if isinstance(dst, int) else dst.buf
+        if buf is None or src.nbytes > buf.nbytes:
+            raise_cuda("cuMemcpyHtoD", INVALID_VALUE)
+        buf[:src.nbytes] = np.ascontiguousarray(src).view(np.uint8).ravel()
 
     def memcpy_dtoh(dst: np.ndarray, src: DeviceAllocation) -> None:
         dst.view(np.uint8).ravel()[:] = src.buf[:dst.nbytes]
@@ -593,6 +714,59 @@ def make_pycuda(state: State) -> dict[str, types.ModuleType]:
     return {"pycuda": pycuda, "pycuda.driver": drv, "pycuda.compiler": comp}
 
 
+def cu_module_get_global(state: State, result: Any) -> Any:
+    """cuda-bindings' ``cuModuleGetGlobal(CUmodule, name) -> (CUresult, CUdeviceptr, bytes)`` on the modules the
+    CuPy stand-in loaded (``RawModule.module.ptr``), with ``result`` (the ``CUresult`` enum) for its codes."""
+
+    def get_global(hmod: Any, name: Any) -> tuple:
+        module = state.modules.get(int(hmod))
+        if module is None:
+            return result.CUDA_ERROR_INVALID_HANDLE, 0, 0
+        buffer = module.constants.get(name.decode() if isinstance(name, bytes) else name)
+        if buffer is None:
+            return result.CUDA_ERROR_NOT_FOUND, 0, 0
+        return result.CUDA_SUCCESS, buffer.ctypes.data, buffer.nbytes
+
+    return get_global
+
+
+def make_cuda_bindings_driver(state: State) -> types.ModuleType:
+    """``cuda.bindings.driver`` where cuda-bindings is not installed: the one call the cupy runner makes."""
+    import enum
+
+    driver = types.ModuleType("cuda.bindings.driver")
+
+    class CUresult(enum.IntEnum):
+        CUDA_SUCCESS = 0
+        CUDA_ERROR_INVALID_HANDLE = 400
+        CUDA_ERROR_NOT_FOUND = 500
+
+    class CUmodule:
+        def __init__(self, init_value: int = 0) -> None:
+            self._handle = int(init_value)
+
+        def __int__(self) -> int:
+            return self._handle
+
+    driver.CUresult, driver.CUmodule = CUresult, CUmodule
+    driver.cuModuleGetGlobal = cu_module_get_global(state, CUresult)
+    return driver
+
+
+def _install_cuda_driver(monkeypatch: Any, state: State) -> None:
+    """The driver call on the real cuda-bindings (its nvrtc module imports driver: never replace the module),
+    or a stand-in module where cuda-bindings is missing."""
+    import importlib
+    import sys
+
+    try:
+        driver = importlib.import_module("cuda.bindings.driver")
+    except ImportError:
+        monkeypatch.setitem(sys.modules, "cuda.bindings.driver", make_cuda_bindings_driver(state))
+        return
+    monkeypatch.setattr(driver, "cuModuleGetGlobal", cu_module_get_global(state, driver.CUresult))
+
+
 def install_cupy(monkeypatch, state: "State | None" = None) -> tuple["State", list[str]]:
     """Put the CuPy stand-in into ``sys.modules`` for one test (``monkeypatch`` undoes it): the state and the
     module names. Each module gets a ``__spec__``, so ``importlib.util.find_spec`` finds it as an installed CuPy."""
@@ -601,6 +775,7 @@ def install_cupy(monkeypatch, state: "State | None" = None) -> tuple["State", li
 
     state = state or State()
     modules = make_cupy(state)
+    _install_cuda_driver(monkeypatch, state)
     for name, module in modules.items():
         monkeypatch.setitem(sys.modules, name, module)
         if getattr(module, "__spec__", None) is None:

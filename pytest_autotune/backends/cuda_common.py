@@ -4,8 +4,11 @@ Kept free of cupy/pycuda imports so it can be tested without a GPU.
 """
 from __future__ import annotations
 
+import importlib
 import re
-from typing import Any
+from typing import Any, Callable
+
+import numpy as np
 
 from ..results import FailureKind
 from ..execution.device import DeviceInfo
@@ -167,6 +170,26 @@ def exception_text(exc: Any) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+_C_TYPES = {"float32": "float", "float64": "double", "int32": "int", "uint32": "unsigned int", "int64": "long long",
+            "uint64": "unsigned long long", "int16": "short", "uint16": "unsigned short", "int8": "signed char",
+            "uint8": "unsigned char", "float16": "__half"}
+
+
+def _c_type(dtype: Any) -> str:
+    return _C_TYPES.get(np.dtype(dtype).name, np.dtype(dtype).name)
+
+
+def constant_symbol_size(module_handle: int, name: str) -> int | None:
+    """Bytes of a ``__constant__`` symbol by the driver's ``cuModuleGetGlobal`` through cuda-bindings (CuPy's
+    ``get_global`` does not say: its pointer has size 0); None without cuda-bindings or a driver to ask."""
+    try:
+        driver = importlib.import_module("cuda.bindings.driver")
+        err, _, size = driver.cuModuleGetGlobal(driver.CUmodule(module_handle), name.encode())
+    except Exception:  # no cuda-bindings, no libcuda, another handle type: no size, no check
+        return None
+    return int(size) if err == driver.CUresult.CUDA_SUCCESS else None
+
+
 def check_cuda_spec(spec: Any, runner: str) -> None:
     """A CUDA runner's spec must be a :class:`KernelSpec` of CUDA source (``runner``: "cupy", "pycuda")."""
     if not isinstance(spec, KernelSpec):
@@ -206,6 +229,37 @@ class CudaExecutor(CompiledKernelExecutor):
         """Raise the kernel's dynamic shared memory limit to ``smem`` (cudaFuncAttributeMaxDynamicSharedMemorySize)."""
         raise NotImplementedError
 
+    def _constant_symbol(self, kernel: Any, name: str) -> tuple[int | None, Callable[[np.ndarray], None]]:
+        """The size of the compiled module's ``__constant__`` symbol ``name`` (None where the library does not
+        say) and a function that copies a host array into it; the library's error when there is no such symbol."""
+        raise NotImplementedError
+
+    def fill_constant_memory(self, kernel: Any) -> None:
+        """Copy the spec's ``constant_memory`` into the module's ``__constant__`` symbols.
+
+        Once per compiled module, before its first launch: nothing on the device
+        writes constant memory, so every run of the configuration reads the same
+        values. An array smaller than its symbol fills its start (Kernel Tuner's
+        convolution passes a 17x17 filter for ``d_filter[33*33]``); a larger one
+        or a missing symbol is the test's error, named.
+        """
+        for name, value in self.spec.constant_memory.items():
+            try:
+                size, write = self._constant_symbol(kernel, name)
+            except Exception as exc:
+                if "notfound" not in _letters(str(exc)):
+                    raise cuda_failure(exc, "launch") from None
+                raise SpecError(f"constant_memory[{name!r}]: the compiled module has no __constant__ symbol "
+                                f"{name!r} ({exception_text(exc)}); declare it at file scope, e.g. "
+                                f"__constant__ {_c_type(value.dtype)} {name}[{value.size}];") from None
+            if size is not None and value.nbytes > size:
+                raise SpecError(f"constant_memory[{name!r}] has {value.nbytes} bytes ({value.dtype} of shape "
+                                f"{value.shape}) but __constant__ {name} holds only {size} bytes")
+            try:
+                write(value)
+            except Exception as exc:
+                raise cuda_failure(exc, "launch") from None
+
     def check_compiled(self, kernel: Any, geometry: Geometry) -> str | None:
         info = self.kernel_info(kernel)
         _, block, smem = geometry
@@ -225,6 +279,8 @@ class CudaExecutor(CompiledKernelExecutor):
                 self._allow_dynamic_smem(kernel[1], smem)
             except Exception as exc:
                 raise cuda_failure(exc, "launch") from None
+        if reason is None:
+            self.fill_constant_memory(kernel)
         return reason
 
     def run_once(self, kernel: Any, geometry: Geometry) -> None:

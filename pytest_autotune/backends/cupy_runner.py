@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..measure.timing import MeasureOptions
-from .cuda_common import CudaExecutor, check_cuda_spec
+from .cuda_common import CudaExecutor, check_cuda_spec, constant_symbol_size
 from ..execution.device import cuda_constants, detect_cuda_device_cupy
 from ..errors import ArtefactUnusable, BackendUnavailable, SpecError
 from ..execution.executor import CompileFailed
@@ -152,6 +152,13 @@ class CupyExecutor(CudaExecutor):
 
     def _allow_dynamic_smem(self, fn: Any, smem: int) -> None:
         fn.max_dynamic_shared_size_bytes = smem
+
+    def _constant_symbol(self, kernel: Any, name: str) -> tuple[int | None, Any]:
+        module = kernel[0]
+        pointer = module.get_global(name)  # a MemoryPointer over the symbol (cupy/_core/raw.pyx), of size 0
+        size = constant_symbol_size(module.module.ptr, name)
+
+        return size, lambda value: pointer.copy_from_host(value.ctypes.data, value.nbytes)  # synchronous
 
     def release(self, kernel: Any) -> None:
         self._compiled_since_clear += 1

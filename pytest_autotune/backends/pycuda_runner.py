@@ -180,6 +180,10 @@ class PycudaExecutor(CudaExecutor):
     def _allow_dynamic_smem(self, fn: Any, smem: int) -> None:
         fn.set_attribute(self.drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
 
+    def _constant_symbol(self, kernel: Any, name: str) -> tuple[int | None, Any]:
+        pointer, size = kernel[0].get_global(name)  # (device pointer, bytes): pycuda src/cpp/cuda.hpp
+        return int(size), lambda value: self.drv.memcpy_htod(pointer, value)
+
     # -- run -------------------------------------------------------------------
     def restore_outputs(self) -> None:
         for i, copy in self.pristine.items():

@@ -37,6 +37,7 @@ Expr = Union[str, int]
 Geometry = tuple[tuple[int, int, int], tuple[int, int, int], int]
 Dim3 = tuple[int, int, int]
 
+DEFAULT_BLOCK_SIZE_NAMES = ("block_size_x", "block_size_y", "block_size_z")
 CHECKS = ("races", "memory")  # KernelSpec.check: what Oclgrind looks for before a configuration is timed
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _KERNEL_NAME = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*(?:::[A-Za-z_][A-Za-z0-9_]*)*)\s*(<.*>)?\s*\Z", re.S)
@@ -202,6 +203,7 @@ class KernelSpec:
     verify: Callable[[Sequence[Any] | None, Sequence[Any]], Any] | None = None
     lang: str | None = None
     check: str | None = None
+    constant_memory: Mapping[str, Any] | None = None
 
     code: str = field(init=False, repr=False)
     source_file: Path | None = field(init=False, default=None)
@@ -222,9 +224,11 @@ class KernelSpec:
             if not isinstance(s, (int, str)) or isinstance(s, bool):
                 raise SpecError(f"problem_size entries must be ints or expressions, got {s!r}")
             expr_names(s)  # validate early
-        if len(tuple(self.block_size_names)) != 3:
-            raise SpecError("block_size_names needs exactly three entries (x, y, z)")
-        self.block_size_names = tuple(self.block_size_names)
+        names = (self.block_size_names,) if isinstance(self.block_size_names, str) else tuple(self.block_size_names)
+        if not 1 <= len(names) <= 3:
+            raise SpecError(f"block_size_names needs one to three entries (x, y, z), got {self.block_size_names!r}")
+        # as Kernel Tuner does, the axes not named keep their default names
+        self.block_size_names = names + DEFAULT_BLOCK_SIZE_NAMES[len(names):]
         for entry in (*self.block_size_names, self.shared_mem):
             expr_names(entry) if entry is not None else None
         for axis in _AXES:
@@ -240,6 +244,7 @@ class KernelSpec:
             self.expected = _check_expected(self.args, self.expected, custom=self.verify is not None)
         if self.check is not None and self.check not in CHECKS:
             raise SpecError(f"check={self.check!r} is not a known check; use one of {', '.join(map(repr, CHECKS))}")
+        self.constant_memory = _check_constant_memory(self.constant_memory, self.lang)
 
     # -- derived facts -------------------------------------------------------
     @property
@@ -387,6 +392,33 @@ def _check_arg(i: int, arg: Any) -> Any:
     raise SpecError(f"argument {i} has unsupported type {type(arg).__name__}; use numpy arrays or numpy scalars")
 
 
+def _check_constant_memory(values: Any, lang: str | None) -> dict[str, np.ndarray]:
+    """``{symbol: contiguous array}``; refused for other languages, with what to do there instead."""
+    if values is None:
+        return {}
+    if not isinstance(values, Mapping):
+        raise SpecError(f"constant_memory must be a dict of __constant__ symbol name -> numpy array, got "
+                        f"{type(values).__name__}")
+    if values and lang != "cuda":
+        where = ("an OpenCL __constant pointer is an ordinary buffer argument: pass the array in args"
+                 if lang == "opencl" else f"{lang} kernels have none: pass the array in args")
+        raise SpecError(f"constant_memory fills CUDA __constant__ symbols; {where}")
+    out: dict[str, np.ndarray] = {}
+    for name, value in values.items():
+        if not isinstance(name, str) or not _IDENT.match(name):
+            raise SpecError(f"constant_memory key {name!r} is not a C identifier (the __constant__ symbol's name)")
+        if isinstance(value, np.generic):
+            value = np.asarray(value)
+        if not isinstance(value, np.ndarray):
+            raise SpecError(f"constant_memory[{name!r}] is a {type(value).__name__}; pass a numpy array (or numpy "
+                            "scalar) of the symbol's type, e.g. np.asarray(values, dtype=np.float32)")
+        if value.dtype.hasobject or value.size == 0:
+            raise SpecError(f"constant_memory[{name!r}] must be a non-empty numeric array, got "
+                            f"{value.dtype} of shape {value.shape}")
+        out[name] = np.ascontiguousarray(value)
+    return out
+
+
 def describe_expected(expected: Any) -> str:
     """What was passed as ``expected`` when it is not a list (for the error that says to wrap it)."""
     if isinstance(expected, np.ndarray):
@@ -531,6 +563,18 @@ def block_dims(spec: KernelSpec, params: Mapping[str, Any]) -> tuple[int, int, i
         else:
             dims.append(_as_positive_int(eval_expr(entry, params), f"block size {axis}"))
     return tuple(dims)  # type: ignore[return-value]
+
+
+def thread_block_restriction(spec: KernelSpec, params: Mapping[str, Any]) -> str | None:
+    """``"block_size_x * block_size_y <= max_threads"``: Kernel Tuner's implicit restriction over the block-size
+    entries that are tuned (by ``block_size_names``), ``None`` when none is. ``max_threads`` is the device's limit
+    (a restriction constant: every GPU runner and architecture table has it)."""
+    tuned = []
+    for entry in spec.block_size_names:
+        names = expr_names(entry) if isinstance(entry, str) else set()
+        if names and names <= set(params):
+            tuned.append(entry.strip() if _IDENT.match(entry.strip()) else f"({entry.strip()})")
+    return f"{' * '.join(tuned)} <= max_threads" if tuned else None
 
 
 def grid_divisors(spec: KernelSpec, params: Mapping[str, Any], axis: int) -> tuple[Expr, ...]:

@@ -16,7 +16,9 @@ from ..backends.triton_kernel import use_interpreter_without_gpu
 from ..space import DEFAULT_MAX_CONFIGURATIONS
 from ..strategies import StrategyError, validate_strategy_spec
 from .compile_check import DEFAULT_SAMPLE, compile_outcome, parse_arch_list, positive_sample
-from .calls import KernelCall, function_call, replay_call, source_call, space_hash, triton_call
+from ..execution.kernel import locate_source
+from .calls import (KernelCall, function_call, implicit_restrictions, replay_call, source_call, space_hash, triton_call,
+                    with_restrictions)
 from .host import Host
 from .outcome import TUNE_STATUS, Action, KernelResult, Mode, Outcome, Status, SummaryRow
 from .progress import Progress, eta
@@ -35,4 +37,5 @@ __all__ = ["Budget", "SessionGateBudget", "parse_gate_budget", "check_memory_lim
            "KernelResult", "Kernels", "MARKER_ARGS", "MISSING_POLICIES", "MarkerError", "Mode", "Options", "Outcome",
            "Progress", "ScratchCache", "Status", "SummaryRow", "TimingStats", "TUNE_STATUS", "TuneSettings", "eta", "fingerprint",
            "compile_outcome", "Collected", "Orphan", "Rename", "find_orphans", "find_renames", "orphaned_sources", "rekey", "remove_orphans",
-           "space_hash", "function_call", "gate_kernel", "kernel_spec", "parse_arch_list", "positive_sample", "parse_marker", "replay_call", "source_call", "triton_call"]
+           "space_hash", "function_call", "gate_kernel", "kernel_spec", "parse_arch_list", "positive_sample", "parse_marker", "replay_call", "source_call", "triton_call",
+           "locate_source", "implicit_restrictions", "with_restrictions"]

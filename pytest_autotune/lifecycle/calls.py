@@ -7,7 +7,7 @@ then on the lifecycle treats them alike.
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -17,10 +17,11 @@ from ..lock.entry import LockEntry
 from ..lock.hashing import describe_callable, hash_problem, hash_source, hash_space, kernel_source_hash, stable_hash
 from ..lock.problem import describe_problem
 from ..runners import make_runner
-from ..execution.kernel import KernelSpec, spec_headers, with_code
+from ..execution.kernel import KernelSpec, spec_headers, thread_block_restriction, with_code
 from .settings import TuneSettings
 
-__all__ = ["KernelCall", "source_call", "function_call", "triton_call", "replay_call", "space_hash"]
+__all__ = ["KernelCall", "source_call", "function_call", "triton_call", "replay_call", "space_hash",
+           "implicit_restrictions", "with_restrictions"]
 
 @dataclass
 class KernelCall:
@@ -42,6 +43,9 @@ class KernelCall:
     # (``(params, arch, runner name) -> static.build.BuiltKernel``): the static gate's evidence
     static_build: Callable[[Mapping[str, Any], int, str | None], Any] | None = None
     lang: str = ""  # "cuda", "opencl", "c", ... for source kernels; "triton"; "" for the others
+    # The kernel's implicit restrictions beside the marker's (the thread-block limit): applied wherever the
+    # space is, never in the space hash, as they remove only configurations the device could not launch
+    restrictions: list[str] = field(default_factory=list)
 
 
 def _static_build(runner: str | None, spec: Any, params: Mapping[str, Any], arch: int) -> Any:
@@ -49,6 +53,23 @@ def _static_build(runner: str | None, spec: Any, params: Mapping[str, Any], arch
     from ..static.build import build_for_runner
 
     return build_for_runner(runner, spec, params, arch)
+
+
+BLOCK_LIMIT_LANGS = ("cuda", "opencl")
+
+
+def implicit_restrictions(spec: KernelSpec, settings: TuneSettings) -> list[str]:
+    """Kernel Tuner's thread-block limit for a CUDA or OpenCL kernel (unless the marker says
+    ``block_limit=False``): the product of the tuned block sizes at most the device's ``max_threads``."""
+    if not settings.block_limit or spec.lang not in BLOCK_LIMIT_LANGS:
+        return []
+    restriction = thread_block_restriction(spec, settings.params)
+    return [restriction] if restriction else []
+
+
+def with_restrictions(settings: TuneSettings, restrictions: Sequence[Any]) -> TuneSettings:
+    """The marker's settings with a kernel's implicit restrictions after its own."""
+    return replace(settings, restrictions=[*settings.restrictions, *restrictions]) if restrictions else settings
 
 
 def space_hash(settings: TuneSettings) -> str:
@@ -67,11 +88,12 @@ def source_call(spec: KernelSpec, settings: TuneSettings, label: str, *, runner:
     options = dict(runner_options or {})
     headers = spec_headers(spec)
     hashes = {"source": kernel_source_hash(spec.code, spec.kernel_name, spec.compiler_options, headers),
-              "space": space_hash(settings), "problem": hash_problem(spec.problem_size, spec.args)}
+              "space": space_hash(settings),
+              "problem": hash_problem(spec.problem_size, spec.args, spec.constant_memory)}
     inputs = {"expected": spec.expected, "atol": atol, "rtol": rtol, "verify": verify, "runner": runner,
               "lang": spec.lang, "geometry": [spec.grid_div_x, spec.grid_div_y, spec.grid_div_z,
                                               list(spec.block_size_names), shared_mem],
-              "runner_options": options}
+              "constant_memory": spec.constant_memory, "runner_options": options}
     language = backend_registry.language(spec.lang)
     suffix = spec.source_file.suffix if spec.source_file is not None else language.suffix if language else ".txt"
     source = {"code": spec.code, "suffix": suffix, "kernel_name": spec.kernel_name,
@@ -91,13 +113,14 @@ def source_call(spec: KernelSpec, settings: TuneSettings, label: str, *, runner:
     flags = [*options.get("flags", ()), *spec.compiler_options]
     return KernelCall(
         label, hashes, inputs, lambda: make_runner(spec, runner=runner, measure=measure, **options), source=source,
-        make_locked_runner=locked_runner, problem=describe_problem(spec.problem_size, spec.args),
+        make_locked_runner=locked_runner,
+        problem=describe_problem(spec.problem_size, spec.args, spec.constant_memory),
         footprint=footprint(spec.args),
         toolchain={**({"flags": " ".join(flags)} if flags else {}), **(language.toolchain() if language else {})},
         probe_make=(lambda probe: make_runner(probe, runner=runner, measure=probe_measure(), **options))
         if language is not None and language.gpu_probes else None,
         static_build=(lambda params, arch, tuned_with: _static_build(tuned_with or runner, spec, params, arch))
-        if spec.lang == "cuda" else None, lang=spec.lang)
+        if spec.lang == "cuda" else None, lang=spec.lang, restrictions=implicit_restrictions(spec, settings))
 
 
 def function_call(launch: Callable[[Mapping[str, Any]], Any], settings: TuneSettings, label: str, *,

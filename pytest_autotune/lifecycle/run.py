@@ -48,7 +48,7 @@ from ..measure.timing import TimingStats
 from ..execution.isolation import sharing_one_cpu
 from ..space import SearchSpaceError
 from ..space.membership import declared_configuration
-from .calls import KernelCall
+from .calls import KernelCall, with_restrictions
 from .changes import changed_files, locked_device_properties, toolchain_changes
 from .host import Host
 from .outcome import TUNE_STATUS, Action, KernelResult, Mode, Outcome, Status, SummaryRow
@@ -130,10 +130,14 @@ class KernelLifecycle:
         self._static_rows: list[SummaryRow] = []
         self._static_failure: str | None = None
         self._static_targets_seen: list[StaticTarget] = []
+        marker = self.settings
+        self.settings = with_restrictions(marker, k.restrictions)  # the kernel's own (thread-block limit) too
         try:
             result = self._run(k)
         except _Stop as stop:
             return Outcome(stop.action, stop.message, self._row, None, stop.traceback, self._static_rows)
+        finally:
+            self.settings = marker
         return Outcome(Action.PASS, "", self._row, result, more_rows=self._static_rows)
 
     # -- check ------------------------------------------------------------------------
@@ -266,6 +270,22 @@ class KernelLifecycle:
         except SearchSpaceError as exc:
             raise _fail(f"autotune: search space of {self.host.test}::{label}: {exc}") from None
 
+    def _say_removed(self, k: KernelCall, runner: Any, space: Any) -> None:
+        """How many configurations the kernel's implicit restrictions (the thread-block limit) took out of the
+        marker's space, in the run's output: a Kernel Tuner port sees why its count is smaller."""
+        s = self.settings
+        marker = s.restrictions[:len(s.restrictions) - len(k.restrictions)]
+        try:
+            whole = len(build_space(s.params, marker, runner, s.constants, max_configurations=s.max_configurations))
+        except SearchSpaceError:  # the marker's space alone is too large to build: no count to give
+            return
+        removed = whole - len(space)
+        if removed:
+            limit = self._constants(runner).get("max_threads", "max_threads")
+            over = "; ".join(r.replace("<= max_threads", f"> {limit}") for r in k.restrictions)
+            self.host.say(f"autotune {self.host.test}::{k.label}: thread-block limit removed {removed} of {whole} "
+                          f"configurations ({over}); block_limit=False on the marker keeps them")
+
     def _tune(self, k: KernelCall, key: str, runner: Any, path: Path, device: Any,
               old: LockEntry | None, old_key: str | None = None) -> KernelResult:
         """Search, decide whether the locked winner stays, lock the decision, and say so in the row."""
@@ -318,6 +338,8 @@ class KernelLifecycle:
             self._record(k.label, Mode.TUNE, Status.FAILED, note=stop.message.removeprefix("autotune: "),
                          message=stop.message, evaluations=0, budget=s.budget_text, lockfile=str(path))
             raise
+        if k.restrictions:
+            self._say_removed(k, runner, space)
         # Everything that decides an evaluation's outcome is in the key (and the device: measurements
         # from another GPU must not be resumed into this device's lock); a fixed reference, tolerance
         # or measure option starts afresh instead of replaying stale results.

@@ -89,13 +89,14 @@ class Kernels:
                grid_div_z: Any = None, block_size_names: Sequence[str] | None = None,
                compiler_options: Sequence[str] = (), shared_mem: Any = None, runner: str | None = None,
                lang: str | None = None, name: str | None = None, check: str | None = None,
-               **runner_options: Any) -> Outcome:
+               constant_memory: Mapping[str, Any] | None = None, **runner_options: Any) -> Outcome:
         """A source kernel: CUDA (CuPy or PyCUDA), OpenCL, or C/C++ on the CPU."""
         try:
             spec = kernel_spec(source, kernel_name, problem_size, args, grid_div_x=grid_div_x,
                                grid_div_y=grid_div_y, grid_div_z=grid_div_z, compiler_options=compiler_options,
                                shared_mem=shared_mem, expected=expected, atol=atol, rtol=rtol, verify=verify,
-                               lang=lang, check=check, block_size_names=block_size_names)
+                               lang=lang, check=check, block_size_names=block_size_names,
+                                   constant_memory=constant_memory)
         except (SpecError, TypeError) as exc:
             return Outcome.failed(f"autotune.kernel({kernel_name!r}): {exc}", traceback=True)
         return self.source(spec, name or kernel_name.split("<")[0].strip(), runner=runner, atol=atol, rtol=rtol,

@@ -27,7 +27,7 @@ from ..strategies import StrategyError, validate_strategy_spec
 DEVICE_CONSTANTS = device_constants()
 OBJECTIVES = ("time",)
 MARKER_ARGS = ("params", "restrictions", "strategy", "budget", "objective", "tolerance", "seed", "constants",
-               "measure", "alpha", "gate_budget", "compile_sample")
+               "measure", "alpha", "gate_budget", "compile_sample", "block_limit")
 
 
 class MarkerError(AutotuneError, ValueError):
@@ -64,6 +64,8 @@ class TuneSettings:
     # --autotune-compile: configurations per space and architecture for this test (the marker's compile_sample=,
     # which wins over --autotune-compile-sample; None: the flag's)
     compile_sample: int | None = None
+    # Kernel Tuner's implicit restriction: a CUDA or OpenCL kernel's block_size_x * y * z <= max_threads
+    block_limit: bool = True
 
 
 def _fail(arg: str, why: str) -> MarkerError:
@@ -156,6 +158,10 @@ def parse_marker(args: Sequence[Any], kwargs: Mapping[str, Any], defaults: Mappi
                                        or compile_sample < 1):
         raise _fail("compile_sample", f"{compile_sample!r} must be a whole number of configurations >= 1 (or None "
                                       "for --autotune-compile-sample's)")
+    block_limit = kwargs.get("block_limit", True)
+    if not isinstance(block_limit, bool):
+        raise _fail("block_limit", f"{block_limit!r} must be True (drop thread blocks larger than the device's "
+                                   "max_threads, as Kernel Tuner does) or False (keep them)")
 
     max_configurations = defaults.get("max_configurations")
     _check_space(dict(params), list(restrictions), dict(constants), max_configurations)
@@ -163,7 +169,7 @@ def parse_marker(args: Sequence[Any], kwargs: Mapping[str, Any], defaults: Mappi
                         strategy=strategy, budget=budget, budget_text=str(raw_budget), objective=objective,
                         tolerance=float(tolerance), alpha=float(alpha), seed=seed, constants=dict(constants),
                         measure=measure, max_configurations=max_configurations, gate_budget=gate_budget,
-                        gate_budget_source=gate_source, compile_sample=compile_sample)
+                        gate_budget_source=gate_source, compile_sample=compile_sample, block_limit=block_limit)
 
 
 def _reads_constants(text: str, names: Mapping[str, Any]) -> bool:

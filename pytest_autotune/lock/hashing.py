@@ -287,12 +287,17 @@ def _describe_arg(arg: Any) -> Any:
     return {"object": f"{cls.__module__}.{cls.__qualname__}"}
 
 
-def hash_problem(problem_size: Any, args: Sequence[Any] | Mapping[str, Any] = ()) -> str:
+def hash_problem(problem_size: Any, args: Sequence[Any] | Mapping[str, Any] = (),
+                 constant_memory: Mapping[str, Any] | None = None) -> str:
     """Hash of the problem a kernel was tuned for.
 
     Arrays contribute their shape and dtype (the values are test data and do not
     change the best configuration); scalars contribute their type and value (``n``,
     ``alpha``: they do). Objects of other types contribute only their type.
+    ``constant_memory`` (a CUDA kernel's ``__constant__`` arrays) counts as the
+    arguments do, by symbol; none leaves the hash as it was before there was any.
     """
     payload = {"problem_size": _describe_arg(problem_size), "args": _describe_arg(args)}
+    if constant_memory:
+        payload["constant_memory"] = _describe_arg(dict(constant_memory))
     return _digest("problem", _canonical(payload))

@@ -67,13 +67,18 @@ def _describe_arg(arg: Any) -> dict[str, Any]:
     return {"type": f"{cls.__module__}.{cls.__qualname__}"}
 
 
-def describe_problem(problem_size: Any, args: Sequence[Any] | Mapping[str, Any] | None = ()) -> dict[str, Any]:
-    """The readable problem of a lock entry: its size and what each argument is (see the module doc)."""
+def describe_problem(problem_size: Any, args: Sequence[Any] | Mapping[str, Any] | None = (),
+                     constant_memory: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The readable problem of a lock entry: its size and what each argument is (see the module doc); a CUDA
+    kernel's ``__constant__`` arrays, when it has any, under ``constant_memory`` by symbol."""
     if isinstance(args, Mapping):
         described: Any = {str(k): _describe_arg(v) for k, v in sorted(args.items(), key=lambda kv: str(kv[0]))}
     else:
         described = [_describe_arg(a) for a in (args or ())]
-    return {"size": normalize_size(problem_size), "args": described}
+    problem = {"size": normalize_size(problem_size), "args": described}
+    if constant_memory:
+        problem["constant_memory"] = {str(k): _describe_arg(v) for k, v in sorted(constant_memory.items())}
+    return problem
 
 
 def array_dtypes(problem: Mapping[str, Any]) -> list[str]:
@@ -124,6 +129,9 @@ def problem_error(value: Any) -> str | None:
     items = args.values() if isinstance(args, Mapping) else args
     if not all(isinstance(a, Mapping) for a in items):
         return "args must describe each argument as an object"
+    constants = value.get("constant_memory", {})
+    if not isinstance(constants, Mapping) or not all(isinstance(a, Mapping) for a in constants.values()):
+        return f"constant_memory must map symbol names to described arrays, got {constants!r}"
     return None
 
 
@@ -162,4 +170,8 @@ def problem_change(old: Any, new: Mapping[str, Any]) -> str:
     else:
         pairs = []
     parts += [f"{name}: {_arg_change(a, b)}" for name, a, b in pairs if a != b]
+    before, after = old.get("constant_memory") or {}, new.get("constant_memory") or {}
+    if isinstance(before, Mapping) and isinstance(after, Mapping):
+        parts += [f"constant_memory {n!r}: {_arg_change(before.get(n), after.get(n))}"
+                  for n in sorted(set(before) | set(after)) if before.get(n) != after.get(n)]
     return "; ".join(parts)

@@ -21,8 +21,8 @@ from typing import Any, Callable, Mapping, Sequence
 import pytest
 
 from ..errors import SpecError
-from ..execution.kernel import locate_source
-from ..lifecycle import Action, Host, KernelResult, Kernels, Outcome, TuneSettings, compile_outcome, kernel_spec
+from ..lifecycle import (Action, Host, KernelResult, Kernels, Outcome, TuneSettings, compile_outcome, implicit_restrictions,
+                         kernel_spec, locate_source, with_restrictions)
 from .session import SessionState
 
 __all__ = ["Autotune", "KernelResult", "CALLS_KEY"]
@@ -52,7 +52,7 @@ class Autotune:
                grid_div_z: Any = None, block_size_names: Sequence[str] | None = None,
                compiler_options: Sequence[str] = (), shared_mem: Any = None, runner: str | None = None,
                lang: str | None = None, name: str | None = None, check: str | None = None,
-               **runner_options: Any) -> KernelResult:
+               constant_memory: Mapping[str, Any] | None = None, **runner_options: Any) -> KernelResult:
         """Tune or gate a source kernel (CUDA via cupy/pycuda, OpenCL via opencl, C/C++ via the C runner)."""
         __tracebackhide__ = True
         try:
@@ -64,19 +64,21 @@ class Autotune:
                 spec = kernel_spec(source, kernel_name, problem_size, args, grid_div_x=grid_div_x,
                                    grid_div_y=grid_div_y, grid_div_z=grid_div_z, compiler_options=compiler_options,
                                    shared_mem=shared_mem, expected=expected, atol=atol, rtol=rtol, verify=verify,
-                                   lang=lang, check=check, block_size_names=block_size_names)
+                                   lang=lang, check=check, block_size_names=block_size_names,
+                                   constant_memory=constant_memory)
             except Exception:  # the same call below says what is wrong, at the test's line
                 spec = None
             if spec is not None and spec.lang == "cuda":  # --autotune-compile: the runner's compiler, no device
+                settings = with_restrictions(self.settings, implicit_restrictions(spec, self.settings))
                 nvcc = runner_options.get("nvcc")  # the pycuda runner's own nvcc, when one is named
-                return self._finish(compile_outcome(spec, self.settings, self.state.options, self.item.nodeid,
+                return self._finish(compile_outcome(spec, settings, self.state.options, self.item.nodeid,
                                                     name or kernel_name.split("<")[0].strip(), runner,
                                                     nvcc if isinstance(nvcc, str) and nvcc != "nvcc" else None))
         return self._finish(self.kernels.kernel(
             source, kernel_name, problem_size, args, expected=expected, atol=atol, rtol=rtol, verify=verify,
             grid_div_x=grid_div_x, grid_div_y=grid_div_y, grid_div_z=grid_div_z, block_size_names=block_size_names,
             compiler_options=compiler_options, shared_mem=shared_mem, runner=runner, lang=lang, name=name,
-            check=check, **runner_options))
+            check=check, constant_memory=constant_memory, **runner_options))
 
     def function(self, launch: Callable[[Mapping[str, Any]], Any], *, name: str | None = None,
                  args: Sequence[Any] = (), expected: Sequence[Any] | None = None, atol: float | None = None,

@@ -329,3 +329,29 @@ def test_a_hanging_kernel_is_a_timeout_and_the_worker_is_replaced(pocl) -> None:
         assert hung.failure is FailureKind.TIMEOUT and "while in phase 'jit'" in hung.detail
         assert runner.evaluate({"HANG": 0, "block_size_x": 64}).ok
         assert runner.worker_starts == 2
+
+
+# A __constant pointer argument: Kernel Tuner's cmem_args has no OpenCL part; the buffer is an ordinary argument.
+WEIGH = r"""
+__kernel void weigh(__global float *out, __global const float *in, __constant float *w, const int m) {
+    const int i = get_global_id(0);
+    float s = 0.0f;
+    for (int k = 0; k < m; k++) s += w[k];
+    out[i] = in[i] * s;
+}
+"""
+
+
+def test_a_constant_pointer_argument_is_an_ordinary_buffer(pocl) -> None:
+    """``__constant float *w`` takes a numpy array in ``args`` like ``__global`` ones (read-write buffers are
+    valid for it); with ``expected`` it is an input, never restored or fetched."""
+    n, m = 1024, 300
+    a = np.random.default_rng(2).random(n, dtype=np.float32)
+    w = np.linspace(0, 1, m, dtype=np.float32)
+    spec = KernelSpec(WEIGH, "weigh", n, [np.zeros(n, np.float32), a, w, np.int32(m)],
+                      expected=[a * w.sum(dtype=np.float32), None, None, None], rtol=1e-4)
+    assert spec.output_indices == (0,)
+    with make_runner(spec, measure=FAST) as runner:
+        m_ = runner.evaluate({"block_size_x": 64}, keep_outputs=True)
+    assert m_.ok, m_.detail
+    np.testing.assert_array_equal(m_.extra["outputs"][2], w)

@@ -68,6 +68,24 @@ def test_block_size_entries_may_be_expressions_or_constants():
     assert grid == (32, 1, 1)  # ceil(1000 / 32)
 
 
+def test_block_size_names_may_name_fewer_axes_as_in_kernel_tuner():
+    s = spec(block_size_names=["tx"])
+    assert s.block_size_names == ("tx", "block_size_y", "block_size_z")
+    assert launch_geometry(s, {"tx": 64, "block_size_y": 2})[1] == (64, 2, 1)
+    with pytest.raises(SpecError, match="one to three entries"):
+        spec(block_size_names=["a", "b", "c", "d"])
+
+
+def test_the_thread_block_restriction_multiplies_the_tuned_block_sizes():
+    from pytest_autotune.execution.kernel import thread_block_restriction
+
+    assert thread_block_restriction(spec(), {"block_size_x": [1], "block_size_y": [1]}) == (
+        "block_size_x * block_size_y <= max_threads")
+    named = spec(block_size_names=("tx * 2", 4, "ty"), grid_div_x=["tx * 2"])
+    assert thread_block_restriction(named, {"tx": [1], "ty": [1]}) == "(tx * 2) * ty <= max_threads"
+    assert thread_block_restriction(spec(), {"UNROLL": [1, 2]}) is None  # no tuned block size: no limit
+
+
 def test_problem_size_may_name_a_parameter():
     s = spec(n="n_items")
     assert launch_geometry(s, {"n_items": 300, "block_size_x": 128})[0] == (3, 1, 1)

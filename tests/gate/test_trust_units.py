@@ -64,6 +64,18 @@ def test_a_stale_problem_says_what_changed() -> None:
     assert problem_change(None, old) == ""  # a schema-1 entry records no readable problem: the generic reason
 
 
+def test_a_changed_constant_memory_array_is_named() -> None:
+    from pytest_autotune.lock.problem import describe_problem, problem_change, problem_error
+
+    args = [np.zeros(16, np.float32)]
+    old = describe_problem(16, args, {"d_filter": np.zeros(289, np.float32)})
+    assert old["constant_memory"] == {"d_filter": {"shape": [289], "dtype": "float32"}} and problem_error(old) is None
+    assert "constant_memory" not in describe_problem(16, args)  # none: the entry reads as before
+    assert problem_change(old, describe_problem(16, args, {"d_filter": np.zeros(81, np.float32)})) == (
+        "constant_memory 'd_filter': shape (289,) -> (81,)")
+    assert problem_error({"size": [16], "args": [], "constant_memory": [1]}) is not None  # a lock is data
+
+
 # --------------------------------------------------------------------------- retune.decide
 FAST, SAME, SLOW = [0.70 + 0.001 * i for i in range(10)], [1.0 + 0.001 * i for i in range(10)], \
     [1.3 + 0.001 * i for i in range(10)]

@@ -647,6 +647,13 @@ def test_hash_problem_sensitivity():
     assert base != hash_problem((64, 64), [a, np.int32(64), 1.5])  # problem size
     assert base != hash_problem((64, 32), [np.int32(64), a, 1.5])  # argument order
     assert hash_problem(8, {"x": a, "n": 3}) == hash_problem(8, {"n": 3, "x": b})  # named args: order-free
+    # a CUDA kernel's constant memory counts as its arguments do: by symbol, shape and dtype, never contents
+    f = np.ones(289, np.float32)
+    assert hash_problem((64, 32), [a, np.int32(64), 1.5], {}) == base  # none: the hash of before
+    with_filter = hash_problem((64, 32), [a, np.int32(64), 1.5], {"d_filter": f})
+    assert with_filter != base and with_filter == hash_problem((64, 32), [a, np.int32(64), 1.5], {"d_filter": f * 2})
+    assert with_filter != hash_problem((64, 32), [a, np.int32(64), 1.5], {"d_filter": np.ones(81, np.float32)})
+    assert with_filter != hash_problem((64, 32), [a, np.int32(64), 1.5], {"d_weights": f})
 
     class Opaque:
         pass

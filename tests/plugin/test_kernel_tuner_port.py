@@ -52,3 +52,45 @@ def test_kernel_paths_resolve_beside_the_test_file_then_in_the_rootdir(project: 
         "(in the rootdir)",
         "*test_missing.py:12: Failed",
     ])
+
+
+BLOCKS_TEST = '''
+import numpy as np
+import pytest
+
+N = 4096
+
+
+@pytest.mark.tune(params={"tx": [16, 32, 64], "ty": [16, 32, 64]}, strategy="brute_force"LIMIT)
+def test_blocks(autotune):
+    a, b = np.ones(N, np.float32), np.ones(N, np.float32)
+    autotune.kernel("vadd.cu", "vadd", N, [np.zeros(N, np.float32), a, b, np.int32(N)],
+                    expected=[a + b, None, None, None], block_size_names=["tx", "ty"], isolate=False)
+'''
+
+
+@pytest.mark.parametrize("limit", [True, False], ids=["limit", "no-limit"])
+def test_the_thread_block_limit_is_kernel_tuners_and_named_in_the_output(project: pytest.Pytester,
+                                                                         monkeypatch: pytest.MonkeyPatch,
+                                                                         limit: bool) -> None:
+    """Kernel Tuner drops blocks of more than the device's max_threads (1024 on the stand-in's H100) from the
+    space, over the names ``block_size_names`` gives; the run says how many; ``block_limit=False`` keeps them
+    (and the device refuses each at launch)."""
+    import fake_cuda
+    from tests.backends.test_runner_cuda import VADD
+
+    state, _ = fake_cuda.install_cupy(monkeypatch)
+    project.makefile(".cu", vadd=VADD.replace("#if STATIC_SMEM", "#if 0").replace("block_size_x", "tx"))
+    project.makepyfile(test_blocks=BLOCKS_TEST.replace("LIMIT", "" if limit else ", block_limit=False"))
+    result, rows = e2e.run_report(project, "--autotune")
+    result.assert_outcomes(passed=1)
+    said = "*test_blocks.py::test_blocks::vadd: thread-block limit removed 3 of 9 configurations (tx * ty > 1024)*"
+    row = rows["test_blocks.py::test_blocks::vadd"]
+    blocks = {launch[1] for launch in state.launches if launch[1][0] in (16, 32, 64)}
+    if limit:
+        result.stdout.fnmatch_lines([said])
+        assert row["evaluations"] == 6 and not row["failures"], row
+    else:
+        result.stdout.no_fnmatch_line(said)
+        assert row["evaluations"] == 9 and row["failures"] == {"invalid": 3}, row
+    assert blocks == {(tx, ty, 1) for tx in (16, 32, 64) for ty in (16, 32, 64) if tx * ty <= 1024}

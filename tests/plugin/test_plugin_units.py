@@ -64,6 +64,29 @@ def test_marker_restrictions_constants_and_device_limits() -> None:
         parse_marker((), {"params": {"X": [1, 2], "warp_size": [1]}, "restrictions": ["X > warp_size + 5"]}, DEFAULTS)
 
 
+def test_block_limit_is_a_boolean_marker_argument() -> None:
+    assert parse_marker((), {"params": {"X": [1, 2]}}, DEFAULTS).block_limit is True
+    assert parse_marker((), {"params": {"X": [1, 2]}, "block_limit": False}, DEFAULTS).block_limit is False
+    with pytest.raises(MarkerError, match=r"'block_limit': 0 must be True \(drop thread blocks larger"):
+        parse_marker((), {"params": {"X": [1, 2]}, "block_limit": 0}, DEFAULTS)
+
+
+def test_the_thread_block_limit_is_for_cuda_and_opencl_kernels_only() -> None:
+    from pytest_autotune.execution.kernel import KernelSpec
+    from pytest_autotune.lifecycle.calls import implicit_restrictions
+
+    settings = parse_marker((), {"params": {"block_size_x": [64, 2048]}}, DEFAULTS)
+    a = np.zeros(4, np.float32)
+    cuda = KernelSpec("__global__ void k(float *a) {}", "k", 4, [a])
+    opencl = KernelSpec("__kernel void k(__global float *a) {}", "k", 4, [a])
+    c = KernelSpec("void k(float *a) {}", "k", 4, [a])
+    assert implicit_restrictions(cuda, settings) == ["block_size_x <= max_threads"]
+    assert implicit_restrictions(opencl, settings) == ["block_size_x <= max_threads"]
+    assert implicit_restrictions(c, settings) == []
+    off = parse_marker((), {"params": {"block_size_x": [64, 2048]}, "block_limit": False}, DEFAULTS)
+    assert implicit_restrictions(cuda, off) == []
+
+
 def test_every_constant_a_runner_provides_is_known_to_the_marker() -> None:
     """A restriction over a device limit must pass collection for every runner's own constant names."""
     from pytest_autotune.lifecycle.settings import DEVICE_CONSTANTS
