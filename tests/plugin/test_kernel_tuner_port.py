@@ -2,12 +2,20 @@
 kernel paths relative to the test file, constant memory on the CUDA stand-in, the implicit thread-block limit."""
 from __future__ import annotations
 
+import json
+import re
+import shutil
+from pathlib import Path
+
 import pytest
+
+from pytest_autotune.backends.nvrtc import nvrtc_unavailable_reason
 
 from tests.plugin import test_plugin_e2e as e2e
 from tests.plugin.test_plugin_e2e import INNER_ARGS, WORK_C, needs_gcc
 
 c_cache, project = e2e.c_cache, e2e.project  # the e2e tests' fixtures: a shared C compile cache, a wide terminal
+NVRTC_MISSING = nvrtc_unavailable_reason()
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
@@ -94,3 +102,52 @@ def test_the_thread_block_limit_is_kernel_tuners_and_named_in_the_output(project
         result.stdout.no_fnmatch_line(said)
         assert row["evaluations"] == 9 and row["failures"] == {"invalid": 3}, row
     assert blocks == {(tx, ty, 1) for tx in (16, 32, 64) for ty in (16, 32, 64) if tx * ty <= 1024}
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernel Tuner's convolution with cmem_args, as docs/how-to/from-kernel-tuner.md ports it
+# ---------------------------------------------------------------------------------------------
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "how-to" / "from-kernel-tuner.md"
+KERNEL = Path(__file__).resolve().parents[1] / "data" / "kernel_tuner" / "convolution.cu"
+
+
+def ported_test(size: int) -> str:
+    """The page's test module, on a ``size`` x ``size`` image (the page's 4096 x 4096 is a GPU's work)."""
+    block = re.search(r"^```python\n(# test_convolution\.py\n.*?)^```$", PAGE.read_text(), re.M | re.S)
+    assert block, f"{PAGE}: no test_convolution.py block"
+    code = block.group(1)
+    assert code.count("problem_size = (4096, 4096)") == 1 and code.count('runner="cupy")') == 1
+    return code.replace("problem_size = (4096, 4096)", f"problem_size = ({size}, {size})")
+
+
+def test_kernel_tuners_convolution_tunes_with_its_filter_in_constant_memory(project: pytest.Pytester,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The page's port, through the plugin on the CUDA stand-in (in this process: ``isolate=False``), verified
+    against numpy's convolution: a filter that did not reach ``d_filter`` would give zeros and fail every
+    configuration. The lock entry's problem names the constant array; plain pytest then gates the winner."""
+    import fake_cuda
+
+    state, _ = fake_cuda.install_cupy(monkeypatch)
+    shutil.copy(KERNEL, project.path / "convolution.cu")
+    project.makepyfile(test_convolution=ported_test(64).replace('runner="cupy")', 'runner="cupy", isolate=False)'))
+    result = run(project, "--autotune", "--autotune-budget=6", "--autotune-seed=1")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*test_convolution.py::test_convolution::convolution_kernel: thread-block limit "
+                                 "removed 132 of 1112 configurations (block_size_x * block_size_y > 1024)*"])
+    lock = json.loads(next((project.path / "autotune.lock").glob("*.json")).read_text())
+    entry = lock["entries"]["test_convolution.py::test_convolution::convolution_kernel"]
+    assert entry["problem"]["constant_memory"] == {"d_filter": {"shape": [289], "dtype": "float32"}}
+    assert entry["params"]["block_size_x"] * entry["params"]["block_size_y"] <= 1024
+    assert state.launches and all(b[0] * b[1] <= 1024 for _, b, _ in state.launches)
+    run(project).assert_outcomes(passed=1)
+
+
+@pytest.mark.skipif(bool(NVRTC_MISSING), reason=f"--autotune-compile needs NVRTC: {NVRTC_MISSING}")
+def test_kernel_tuners_convolution_compiles_for_sm_90(project: pytest.Pytester) -> None:
+    """The same port, unchanged (4096 x 4096), compiled with the real NVRTC for sm_90: a seeded sample of the
+    space the restrictions and the thread-block limit allow, without a GPU."""
+    shutil.copy(KERNEL, project.path / "convolution.cu")
+    project.makepyfile(test_convolution=ported_test(4096))
+    result = run(project, "--autotune-compile=sm_90", "--autotune-compile-sample=3", "-p", "no:xdist")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*test_convolution.py::test_convolution*convolution_kernel*compile*"])
