@@ -151,3 +151,24 @@ def test_kernel_tuners_convolution_compiles_for_sm_90(project: pytest.Pytester) 
     result = run(project, "--autotune-compile=sm_90", "--autotune-compile-sample=3", "-p", "no:xdist")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*test_convolution.py::test_convolution*convolution_kernel*compile*"])
+
+
+def test_a_constant_symbol_the_kernel_lacks_fails_the_test_naming_it(project: pytest.Pytester,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found only once the kernel is compiled, yet reported as the test's error: the symbol, the library's
+    words and a declaration to add, no plugin frames."""
+    import fake_cuda
+
+    fake_cuda.install_cupy(monkeypatch)
+    shutil.copy(KERNEL, project.path / "convolution.cu")
+    code = ported_test(32).replace('runner="cupy")', 'runner="cupy", isolate=False)')
+    project.makepyfile(test_convolution=code.replace('{"d_filter": filter}', '{"d_filters": filter}'))
+    result = run(project, "--autotune", "--autotune-budget=2")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*autotune: test_convolution.py::test_convolution::convolution_kernel: constant_memory[[]'d_filters'[]]: the "
+        "compiled module has no __constant__ symbol 'd_filters' (CUDADriverError: CUDA_ERROR_NOT_FOUND: named "
+        "symbol not found); declare it at file scope, e.g. __constant__ float d_filters[[]289[]];",
+    ])
+    report = result.stdout.str().split("short test summary info")[0]
+    assert "pytest_autotune/" not in report and "run.py:" not in report
