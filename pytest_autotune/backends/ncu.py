@@ -270,6 +270,9 @@ name = job["kernel_name"]
 # lowered name, so kernels without extern "C" are found too.
 module = cp.RawModule(code=source, options=tuple(job["options"]), name_expressions=[name])
 kernel = module.get_function(name)
+for symbol in job.get("constants", []):  # constant_memory: copied into the module's __constant__ symbols
+    value = np.ascontiguousarray(data[f"constant_{symbol}"])
+    module.get_global(symbol).copy_from_host(value.ctypes.data, value.nbytes)
 smem = int(job["shared_mem"])
 if kernel.shared_size_bytes + smem > job["default_shared_mem"]:  # the driver limits static + dynamic
     kernel.max_dynamic_shared_size_bytes = smem
@@ -301,13 +304,15 @@ def write_profile_job(directory: str | os.PathLike, spec: KernelSpec, params: Ma
         else:
             arrays[f"arg{i}"] = np.asarray(a)
             kinds.append("scalar")
+    arrays.update({f"constant_{symbol}": value for symbol, value in spec.constant_memory.items()})
     np.savez(d / "args.npz", **arrays)
     options = list(spec.compiler_options)
     if spec.source_file:
         options.append(f"-I{spec.source_file.parent}")
     job = {"source_file": str(src_path), "kernel_name": name, "is_template": spec.is_template, "options": options,
            "grid": list(grid), "block": list(block), "shared_mem": int(smem), "args_file": str(d / "args.npz"),
-           "arg_kinds": kinds, "device_id": int(device_id), "default_shared_mem": DEFAULT_SHARED_MEMORY}
+           "arg_kinds": kinds, "constants": sorted(spec.constant_memory), "device_id": int(device_id),
+           "default_shared_mem": DEFAULT_SHARED_MEMORY}
     job_path = d / "job.json"
     job_path.write_text(json.dumps(job, indent=1))
     script = d / "profile_job.py"

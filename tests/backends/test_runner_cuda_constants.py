@@ -115,3 +115,19 @@ def test_constant_memory_travels_to_the_isolated_worker_with_the_spec():
     spec = convolution_spec()
     clone = pickle.loads(pickle.dumps(spec))  # the executor recipe is pickled to the worker
     np.testing.assert_array_equal(clone.constant_memory["d_filter"], spec.constant_memory["d_filter"])
+
+
+def test_the_nsight_compute_job_fills_constant_memory_too(tmp_path, monkeypatch):
+    """A profiled configuration computes with the same filter as a timed one (a kernel whose branches follow
+    its constants, pnpoly's polygon, would otherwise be profiled on zeros)."""
+    import fake_cuda
+    from pytest_autotune.backends.ncu import PROFILE_SCRIPT, write_profile_job
+
+    state, _ = fake_cuda.install_cupy(monkeypatch)
+    spec = convolution_spec()
+    script, job, _ = write_profile_job(tmp_path, spec, PARAMS)
+    monkeypatch.setattr(sys, "argv", ["profile_job.py", str(job)])
+    exec(compile(PROFILE_SCRIPT, str(script), "exec"), {"__name__": "__main__"})
+    (module,) = state.memo.values()
+    np.testing.assert_array_equal(module.constants["d_filter"].view(np.float32)[:FILTER * FILTER],
+                                  spec.constant_memory["d_filter"])
