@@ -235,6 +235,22 @@ def autotune_settings(kernel: Any) -> AutotuneSettings:
                             getattr(kernel, "early_config_prune", None), tuple(kernel.configs))
 
 
+def key_values(key: Sequence[str], named: Mapping[str, Any]) -> list[Any]:
+    """The values of the ``key`` arguments of a call (a tensor by its shape, dimension by dimension).
+
+    The problem size a lock entry of an ``@triton.autotune`` kernel records, and what
+    :func:`~pytest_autotune.lock.triton_lock.use_lock` matches a production call's arguments against.
+    """
+    size: list[Any] = []
+    for name in key:
+        value = named.get(name)
+        if hasattr(value, "shape") and hasattr(value, "data_ptr"):
+            size.extend(int(s) for s in value.shape)
+        else:
+            size.append(value)
+    return size
+
+
 # --------------------------------------------------------------------------- references into the worker
 @dataclass(frozen=True)
 class KernelRef:

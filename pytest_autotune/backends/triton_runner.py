@@ -36,8 +36,8 @@ from ..results import FailureKind, Measurement
 from ..execution.device import DeviceInfo, cpu_count, cpu_model
 from ..execution.executor import Executor, format_exception, output_copies
 from ..execution.isolation import HostedRunner
-from .triton_kernel import (AutotuneSettings, interpreter_requested, KernelRef, Portable, autotune_settings, config_params, jit_function,
-                            kernel_info, triton_version)
+from .triton_kernel import (AutotuneSettings, interpreter_requested, KernelInfo, KernelRef, Portable, autotune_settings,
+                            config_params, jit_function, kernel_info, key_values, triton_version)
 
 INTERPRETER_KIND = "triton-interpreter"
 # The interpreter emulates no particular GPU; restrictions still need limits to read. These are the
@@ -92,6 +92,40 @@ def gpu_device(torch: Any, index: int = 0) -> DeviceInfo:
     return DeviceInfo(model=torch.cuda.get_device_name(index), kind="cuda", versions=versions, properties=properties)
 
 
+def bind_arguments(info: KernelInfo, tuned: Sequence[str], args: Sequence[Any],
+                   kwargs: Mapping[str, Any] | None) -> tuple[tuple[str, ...], list[Any]]:
+    """The untuned arguments given positionally (``args``, in order) and by name (``kwargs``), as
+    ``(names, values)`` in the kernel's order; SpecError naming what is unknown, tuned, given twice or missing.
+
+    Positional arguments take the untuned names in order, keywords any untuned name after them (as Python
+    binds a call); an argument left out must have a default in the kernel.
+    """
+    free = [n for n in info.arg_names if n not in tuned]
+    kwargs = dict(kwargs or {})
+    if not all(isinstance(k, str) for k in kwargs):
+        raise SpecError(f"kwargs must map argument names (strings) to values, got keys {list(kwargs)!r}")
+    if len(args) > len(free):
+        raise SpecError(f"{len(args)} arguments given, but {info.name}() takes {len(free)} that are not "
+                        f"tuned ({', '.join(free)})")
+    unknown = [k for k in kwargs if k not in info.arg_names]
+    if unknown:
+        raise SpecError(f"kwargs names {', '.join(map(repr, unknown))}, not an argument of {info.name}() "
+                        f"(its arguments: {', '.join(info.arg_names)})")
+    tuned_too = [k for k in kwargs if k in tuned]
+    if tuned_too:
+        raise SpecError(f"kwargs gives {', '.join(map(repr, tuned_too))}, which the marker's params tune; an "
+                        "argument is either tuned or passed, not both")
+    twice = [k for k in kwargs if k in free[:len(args)]]
+    if twice:
+        raise SpecError(f"{', '.join(map(repr, twice))} given both in args (by position) and in kwargs")
+    missing = [n for n in free[len(args):] if n not in kwargs and n not in info.defaults]
+    if missing:
+        raise SpecError(f"{info.name}() argument(s) {', '.join(missing)} are neither given in args or kwargs nor "
+                        "tuned (params) nor defaulted")
+    names = [*free[:len(args)], *(n for n in free[len(args):] if n in kwargs)]
+    return tuple(names), [*args, *(kwargs[n] for n in names[len(args):])]
+
+
 def _as_tensor(value: Any, torch: Any) -> Any:
     return torch.from_numpy(np.array(value, copy=True)) if isinstance(value, np.ndarray) else value
 
@@ -110,10 +144,14 @@ class TritonSpec:
     """A Triton kernel call, as the runner needs it (picklable: the kernel travels as a reference).
 
     ``args`` are the kernel's arguments that are not tuned, in order (torch tensors, numpy arrays,
-    scalars); ``expected`` is aligned with them (``None`` where an argument is not compared).
+    scalars); ``kwargs`` more of them by name (an untuned ``tl.constexpr`` such as ``ACTIVATION``, as
+    Triton users pass it). ``expected`` is aligned with ``args`` (``None`` where an argument is not
+    compared). Inside, ``arg_names``/``args`` hold both in the kernel's order (``args`` first: keywords
+    can only name what follows them), so a call written positionally or by keyword is one problem.
     """
 
     def __init__(self, kernel: Any, grid: Any, args: Sequence[Any], *, tuned: Sequence[str],
+                 kwargs: Mapping[str, Any] | None = None,
                  expected: Sequence[Any] | None = None, atol: float | None = None, rtol: float | None = None,
                  verify: Any = None, shared_mem: Any = None, isolate: bool = True) -> None:
         import torch
@@ -122,16 +160,9 @@ class TritonSpec:
         self.tuned = tuple(tuned)
         self.settings: AutotuneSettings = autotune_settings(kernel)
         self.kernel: Any = KernelRef.of(kernel) if isolate else jit_function(kernel)
-        free = [n for n in self.info.arg_names if n not in self.tuned]
-        if len(args) > len(free):
-            raise SpecError(f"{len(args)} arguments given, but {self.info.name}() takes {len(free)} that are not "
-                            f"tuned ({', '.join(free)})")
-        missing = [n for n in free[len(args):] if n not in self.info.defaults]
-        if missing:
-            raise SpecError(f"{self.info.name}() argument(s) {', '.join(missing)} are neither given in args nor "
-                            "tuned (params) nor defaulted")
-        self.arg_names = tuple(free[:len(args)])
-        self.args = [_as_tensor(a, torch) for a in args]
+        names, values = bind_arguments(self.info, self.tuned, args, kwargs)
+        self.arg_names = names
+        self.args = [_as_tensor(a, torch) for a in values]
         if isinstance(grid, (list, tuple)):
             self.grid: Any = tuple(grid)
         elif callable(grid):
@@ -148,7 +179,7 @@ class TritonSpec:
             if len(expected) != len(args):
                 raise SpecError(f"expected has {len(expected)} entries but there are {len(args)} args; align them "
                                 "(None where an argument is not compared)")
-            expected = [to_numpy(e) for e in expected]
+            expected = [to_numpy(e) for e in expected] + [None] * (len(values) - len(args))  # kwargs: not compared
         self.expected = list(expected) if expected is not None else None
         self.atol, self.rtol, self.verify = atol, rtol, verify
         tensors = [i for i, a in enumerate(self.args) if hasattr(a, "data_ptr")]
@@ -198,15 +229,7 @@ class TritonSpec:
 
     def problem_size(self) -> Any:
         """The values of the ``@triton.autotune`` key arguments (tensors by shape): the problem they tune for."""
-        named = self.named_args()
-        size: list[Any] = []
-        for name in self.settings.key:
-            value = named.get(name)
-            if hasattr(value, "shape") and hasattr(value, "data_ptr"):
-                size.extend(int(s) for s in value.shape)
-            else:
-                size.append(value)
-        return size or None
+        return key_values(self.settings.key, self.named_args()) or None
 
 
 class _TensorBytes:

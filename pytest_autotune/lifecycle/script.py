@@ -119,17 +119,20 @@ class Kernels:
                                       rtol=rtol, verify=verify, sync=sync, problem_size=problem_size,
                                       runner_options=runner_options))
 
-    def triton(self, kernel: Any, grid: Any, args: Sequence[Any], *, expected: Sequence[Any] | None = None,
-               atol: float | None = None, rtol: float | None = None, verify: Callable[..., Any] | None = None,
-               shared_mem: Any = None, problem_size: Any = None, name: str | None = None, isolate: bool = True,
-               **runner_options: Any) -> Outcome:
-        """A ``@triton.jit`` (or ``@triton.autotune``) kernel; the params are its constexprs and launch options."""
+    def triton(self, kernel: Any, grid: Any, args: Sequence[Any], *, kwargs: Mapping[str, Any] | None = None,
+               expected: Sequence[Any] | None = None, atol: float | None = None, rtol: float | None = None,
+               verify: Callable[..., Any] | None = None, shared_mem: Any = None, problem_size: Any = None,
+               name: str | None = None, isolate: bool = True, **runner_options: Any) -> Outcome:
+        """A ``@triton.jit`` (or ``@triton.autotune``) kernel; the params are its constexprs and launch options,
+        ``args`` and ``kwargs`` its other arguments, by position and by name."""
         try:
             from ..backends.triton_runner import TritonCall
 
+            if kwargs is not None and not isinstance(kwargs, Mapping):
+                raise SpecError(f"kwargs must be a dict of argument name -> value, got {type(kwargs).__name__}")
             call = TritonCall(kernel, grid, args, list(self.settings.params), problem_size=problem_size,
-                              isolate=bool(isolate), expected=expected, atol=atol, rtol=rtol, verify=verify,
-                              shared_mem=shared_mem)
+                              isolate=bool(isolate), kwargs=kwargs, expected=expected, atol=atol, rtol=rtol,
+                              verify=verify, shared_mem=shared_mem)
         except SpecError as exc:
             return Outcome.failed(f"autotune.triton({getattr(kernel, '__name__', kernel)!r}): {exc}", traceback=True)
         except ImportError as exc:

@@ -91,16 +91,18 @@ class Autotune:
                                                   rtol=rtol, verify=verify, sync=sync, problem_size=problem_size,
                                                   **runner_options))
 
-    def triton(self, kernel: Any, grid: Any, args: Sequence[Any], *, expected: Sequence[Any] | None = None,
-               atol: float | None = None, rtol: float | None = None, verify: Callable[..., Any] | None = None,
-               shared_mem: Any = None, problem_size: Any = None, name: str | None = None, isolate: bool = True,
-               **runner_options: Any) -> KernelResult:
+    def triton(self, kernel: Any, grid: Any, args: Sequence[Any], *, kwargs: Mapping[str, Any] | None = None,
+               expected: Sequence[Any] | None = None, atol: float | None = None, rtol: float | None = None,
+               verify: Callable[..., Any] | None = None, shared_mem: Any = None, problem_size: Any = None,
+               name: str | None = None, isolate: bool = True, **runner_options: Any) -> KernelResult:
         """Tune or gate a ``@triton.jit`` (or ``@triton.autotune``) kernel; the marker's params are its
-        ``tl.constexpr`` arguments and launch options (see runners/triton_runner.py)."""
+        ``tl.constexpr`` arguments and launch options, ``args`` its other arguments in order and ``kwargs`` more
+        of them by name, as in ``kernel[grid](*args, **kwargs)`` (see backends/triton_runner.py)."""
         __tracebackhide__ = True
-        return self._finish(self.kernels.triton(kernel, grid, args, expected=expected, atol=atol, rtol=rtol,
-                                                verify=verify, shared_mem=shared_mem, problem_size=problem_size,
-                                                name=name, isolate=isolate, **runner_options))
+        return self._finish(self.kernels.triton(kernel, grid, args, kwargs=kwargs, expected=expected, atol=atol,
+                                                rtol=rtol, verify=verify, shared_mem=shared_mem,
+                                                problem_size=problem_size, name=name, isolate=isolate,
+                                                **runner_options))
 
     def replay(self, recording: Any, *, name: str | None = None, scale: float = 1.0, noise: float = 0.0,
                seed: int | None = None, definition: Any = None) -> KernelResult:

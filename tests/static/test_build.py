@@ -235,6 +235,15 @@ if HAVE_TRITON:  # the kernels stay at the module's top level: the builder's chi
         tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc)
 
 
+    @triton.jit
+    def act_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr, ACTIVATION: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offsets, mask=offsets < n)
+        if ACTIVATION == "leaky_relu":
+            x = tl.where(x >= 0, x, x * 0.01)
+        tl.store(out_ptr + offsets, x, mask=offsets < n)
+
+
 @pytest.fixture(scope="module")
 def triton_here() -> None:
     require_triton()  # a skip without Triton, a failure where the test extra installs it
@@ -456,3 +465,14 @@ def test_an_edited_kernel_module_is_built_as_it_is_now(tmp_path, monkeypatch):
         spec = TritonSpec(kernel, (1,), [x, x, 256], tuned=["BLOCK"])
         digests.append(code_digest(build_triton(spec, {"BLOCK": 256, "num_warps": 4}, 90).cubin))
     assert len(set(digests)) == 3, digests
+
+
+def test_an_untuned_constexpr_given_by_keyword_reaches_tritons_binder(triton_here):
+    """autotune.triton(..., kwargs={"ACTIVATION": ...}): the static build compiles what the launch would."""
+    x = np.zeros(1000, np.float32)
+    built = {act: build_triton(TritonSpec(act_kernel, (4,), [x, x, 1000], kwargs={"ACTIVATION": act},
+                                          tuned=["BLOCK"]), {"BLOCK": 256, "num_warps": 4}, 90)
+             for act in ("leaky_relu", "none")}
+    for one in built.values():
+        assert_cubin(one, 90)
+    assert code_digest(built["leaky_relu"].cubin) != code_digest(built["none"].cubin)  # the keyword was compiled in
