@@ -5,7 +5,7 @@ The engine (``space``, ``strategies``, ``runners``, ``measure``, ``engine``,
 """
 from ._version import __version__
 
-__all__ = ["tune", "TuneOptions", "TuneResult", "gate_kernel", "Kernels", "locked_params", "locked_triton_config", "locked_triton_configs", "__version__"]
+__all__ = ["tune", "TuneOptions", "TuneResult", "gate_kernel", "Kernels", "locked_params", "locked_triton_config", "locked_triton_configs", "use_lock", "__version__"]
 
 
 def __getattr__(name: str):
@@ -26,4 +26,8 @@ def __getattr__(name: str):
         from .lock import triton_config
 
         return getattr(triton_config, name)
+    if name == "use_lock":  # an @triton.autotune kernel launches the lock's configuration per key, never tunes
+        from .lock.triton_lock import use_lock
+
+        return use_lock
     raise AttributeError(f"module 'pytest_autotune' has no attribute {name!r}")

@@ -147,7 +147,7 @@ def test_the_engine_and_the_lock_never_import_the_glue():
 # Where users import public names from today; moving a module must keep these working.
 PUBLIC = [
     ("pytest_autotune", "tune"), ("pytest_autotune", "locked_params"), ("pytest_autotune", "TuneResult"),
-    ("pytest_autotune", "__version__"), ("pytest_autotune.engine.tuner", "TuneError"),
+    ("pytest_autotune", "__version__"), ("pytest_autotune", "use_lock"), ("pytest_autotune.engine.tuner", "TuneError"),
     ("pytest_autotune.plugin", "pytest_addoption"), ("pytest_autotune.plugin", "autotune"),
     ("pytest_autotune.plugin.fixture", "Autotune"), ("pytest_autotune.plugin.fixture", "KernelResult"),
     ("pytest_autotune.plugin.hookspec", "pytest_autotune_lockfile_name"),
