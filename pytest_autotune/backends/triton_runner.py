@@ -36,8 +36,8 @@ from ..results import FailureKind, Measurement
 from ..execution.device import DeviceInfo, cpu_count, cpu_model
 from ..execution.executor import Executor, format_exception, output_copies
 from ..execution.isolation import HostedRunner
-from .triton_kernel import (AutotuneSettings, interpreter_requested, KernelInfo, KernelRef, Portable, autotune_settings,
-                            config_params, jit_function, kernel_info, key_values, triton_version)
+from .triton_kernel import (KNOWN_LAUNCH_OPTIONS, AutotuneSettings, interpreter_requested, KernelInfo, KernelRef, Portable,
+                            autotune_settings, config_params, jit_function, kernel_info, key_values, triton_version)
 
 INTERPRETER_KIND = "triton-interpreter"
 # The interpreter emulates no particular GPU; restrictions still need limits to read. These are the
@@ -151,7 +151,7 @@ class TritonSpec:
     """
 
     def __init__(self, kernel: Any, grid: Any, args: Sequence[Any], *, tuned: Sequence[str],
-                 kwargs: Mapping[str, Any] | None = None,
+                 kwargs: Mapping[str, Any] | None = None, own_space: bool = False,
                  expected: Sequence[Any] | None = None, atol: float | None = None, rtol: float | None = None,
                  verify: Any = None, shared_mem: Any = None, isolate: bool = True) -> None:
         import torch
@@ -195,7 +195,12 @@ class TritonSpec:
                 raise SpecError(f"@triton.autotune({what}=...) names {', '.join(absent)}, not among the given args")
         self.reset = [by_name[n] for n in self.settings.reset_to_zero]
         self.restore = sorted(set(self.outputs) | set(self.reset) | {by_name[n] for n in self.settings.restore_value})
-        self.allowed = self._pruned()
+        # The decorator's configurations are the space: early_config_prune judges that list once, as Triton
+        # calls it. The marker's own params are (own_space): it judges each configuration tried, alone; the
+        # decorator's list would refuse every value it does not hold, whatever the hook says.
+        prune = self.settings.early_config_prune
+        self.prune_each = Portable(prune) if own_space and prune is not None else None
+        self.allowed = None if own_space else self._pruned()
 
     def named_args(self) -> dict[str, Any]:
         return dict(zip(self.arg_names, self.args))
@@ -258,6 +263,19 @@ def kept_by_prune(params: Mapping[str, Any], kept: Sequence[Mapping[str, Any]] |
     if kept is None:
         return True
     return any(all(config[k] == v for k, v in params.items() if k in config) for config in kept)
+
+
+def pruned_alone(prune: Any, params: Mapping[str, Any], named: Mapping[str, Any]) -> str | None:
+    """Why ``early_config_prune`` drops ``params`` judged alone (``None`` when it keeps it): a marker's own space."""
+    import triton
+
+    kwargs = dict(params)
+    launch = {n: kwargs.pop(n) for n in KNOWN_LAUNCH_OPTIONS if n in kwargs}
+    try:
+        kept = prune([triton.Config(kwargs, **launch)], dict(named))
+    except Exception as exc:  # noqa: BLE001 - the user's hook
+        return f"@triton.autotune's early_config_prune raised {format_exception(exc)}"
+    return None if kept else "pruned by @triton.autotune's early_config_prune"
 
 
 def _pow2(x: Any) -> bool:
@@ -424,6 +442,10 @@ class TritonExecutor(Executor):
         self.heartbeat("setup")
         if not kept_by_prune(params, self.allowed):
             return failed(FailureKind.INVALID, "pruned by @triton.autotune's early_config_prune")
+        if getattr(self.spec, "prune_each", None) is not None:
+            reason = pruned_alone(self.spec.prune_each, params, dict(zip(self.spec.arg_names, self.args)))
+            if reason:
+                return failed(FailureKind.INVALID, reason)
         try:
             grid = self._grid(params)
         except Exception as exc:  # noqa: BLE001 - the test's grid callable
@@ -515,9 +537,11 @@ class TritonCompileStage:
         from ..execution.compile_pool import CompiledArtefact
 
         params = dict(params)
-        if not kept_by_prune(params, self.allowed):
-            return CompiledArtefact(False, failure=FailureKind.INVALID,
-                                    detail="pruned by @triton.autotune's early_config_prune")
+        reason = None if kept_by_prune(params, self.allowed) else "pruned by @triton.autotune's early_config_prune"
+        if reason is None and getattr(self.spec, "prune_each", None) is not None:
+            reason = pruned_alone(self.spec.prune_each, params, dict(zip(self.spec.arg_names, self.spec.args)))
+        if reason:
+            return CompiledArtefact(False, failure=FailureKind.INVALID, detail=reason)
         t = perf_counter()
         try:
             compiled = self.kernel.warmup(grid=(1,), **dict(zip(self.spec.arg_names, self.spec.args)), **params)

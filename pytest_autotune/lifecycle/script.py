@@ -131,14 +131,25 @@ class Kernels:
             if kwargs is not None and not isinstance(kwargs, Mapping):
                 raise SpecError(f"kwargs must be a dict of argument name -> value, got {type(kwargs).__name__}")
             call = TritonCall(kernel, grid, args, list(self.settings.params), problem_size=problem_size,
-                              isolate=bool(isolate), kwargs=kwargs, expected=expected, atol=atol, rtol=rtol,
-                              verify=verify, shared_mem=shared_mem)
+                              isolate=bool(isolate), kwargs=kwargs, own_space=not self._decorators_space(kernel),
+                              expected=expected, atol=atol, rtol=rtol, verify=verify, shared_mem=shared_mem)
         except SpecError as exc:
             return Outcome.failed(f"autotune.triton({getattr(kernel, '__name__', kernel)!r}): {exc}", traceback=True)
         except ImportError as exc:
             return Outcome.skipped(f"autotune.triton: {exc}")
         return self.run(triton_call(call, self.settings, name or call.label, grid, atol=atol, rtol=rtol,
                                     verify=verify, shared_mem=shared_mem, runner_options=runner_options))
+
+    def _decorators_space(self, kernel: Any) -> bool:
+        """The marker's params are ``kernel``'s own ``@triton.autotune`` configurations (``params=kernel``)."""
+        from ..backends.triton_kernel import is_autotuner, space_from_configs
+
+        if not is_autotuner(kernel):
+            return False
+        try:
+            return space_from_configs(kernel)[0] == dict(self.settings.params)
+        except SpecError:
+            return False
 
     def replay(self, recording: Any, *, name: str | None = None, scale: float = 1.0, noise: float = 0.0,
                seed: int | None = None, definition: Any = None, root: str | Path = ".") -> Outcome:

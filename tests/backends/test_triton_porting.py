@@ -269,3 +269,65 @@ def test_use_lock_refuses_what_it_cannot_lock(lockdir: Path) -> None:
         use_lock(autotuned(), lockdir, device="test-gpu", name="other")
     with pytest.raises(ValueError, match=r"fallback: num_warps = 5"):
         use_lock(autotuned(), lockdir, device="test-gpu", fallback=triton.Config({"BLOCK": 32}, num_warps=5))
+
+
+# --------------------------------------------------------------------------- through the plugin
+OWN_SPACE_KERNELS = '''
+import triton
+import triton.language as tl
+
+
+def keep_small(configs, named_args, **kwargs):
+    return [c for c in configs if c.kwargs["BLOCK"] <= 64]
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": b}) for b in (16, 32, 64, 128)], key=["n"],
+                 reset_to_zero=["out_ptr"], prune_configs_by={"early_config_prune": keep_small})
+@triton.jit
+def scaled_add(x_ptr, out_ptr, n, BLOCK: tl.constexpr, ACTIVATION: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    if ACTIVATION == "relu":
+        x = tl.maximum(x, 0.0)
+    tl.atomic_add(out_ptr + offs, x, mask=mask)
+'''
+
+OWN_SPACE_TEST = '''
+import numpy as np
+import pytest
+
+from kernels_own import scaled_add
+
+N = 50
+
+
+@pytest.mark.tune(params={"BLOCK": [8, 16, 256]}, strategy="brute_force", tolerance=5.0,
+                  measure={"warmup": 0, "min_iterations": 1, "max_iterations": 1})
+def test_own_space(autotune):
+    x = np.linspace(-1, 1, N, dtype=np.float32)
+    out = np.full(N, 3.0, dtype=np.float32)  # reset_to_zero: honoured with a space of one's own
+    autotune.triton(scaled_add, lambda meta: ((N + meta["BLOCK"] - 1) // meta["BLOCK"],), [x, out, N],
+                    kwargs={"ACTIVATION": "relu"}, expected=[None, np.maximum(x, 0), None])
+'''
+
+
+def test_a_params_dict_of_ones_own_is_the_space_and_the_prune_judges_its_configurations(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """params={...} with an @triton.autotune kernel: the dict is the space (the decorator's 16..128 are not tried),
+    key/reset_to_zero hold, early_config_prune judges each of the dict's configurations (8 was refused before:
+    it is not in the decorator's list), and the untuned ACTIVATION is passed by keyword."""
+    import json
+
+    from triton_support import expected_lockfile
+
+    monkeypatch.setenv("COLUMNS", "400")
+    pytester.makeini("[pytest]\n")
+    pytester.makepyfile(kernels_own=OWN_SPACE_KERNELS, test_own=OWN_SPACE_TEST)
+    result = pytester.runpytest("-p", "no:unraisableexception", "-p", "no:hypothesispytest", "--autotune")
+    result.assert_outcomes(passed=1)
+    lock = json.loads((pytester.path / "autotune.lock" / expected_lockfile()).read_text())
+    entry = lock["entries"]["test_own.py::test_own_space::scaled_add"]
+    assert entry["evaluations"]["space_size"] == 3 and entry["evaluations"]["failed"] == {"invalid": 1}  # 256
+    assert entry["params"]["BLOCK"] in (8, 16)
+    assert entry["problem"]["size"] == [50] and entry["problem"]["args"][-1] == {"type": "str", "value": "relu"}
