@@ -31,6 +31,14 @@ if HAVE_TRITON:  # at the module's top level: Triton reads a kernel's source
         tl.store(out_ptr + offs, x, mask=mask)
 
     @triton.jit
+    def scatter_rows(ptrs_ptr, x_ptr, n, BLOCK: tl.constexpr):
+        """Writes row i of x through the pointer stored in ptrs[i] (a grouped-GEMM style table of outputs)."""
+        row = tl.program_id(0)
+        out = tl.load(ptrs_ptr + row).to(tl.pointer_type(tl.float32))
+        offs = tl.arange(0, BLOCK)
+        tl.store(out + offs, tl.load(x_ptr + row * n + offs, mask=offs < n) * 3, mask=offs < n)
+
+    @triton.jit
     def double(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         mask = offs < n
@@ -99,6 +107,33 @@ def test_keyword_mistakes_name_the_argument(args, kwargs, message) -> None:
 
     with pytest.raises(SpecError, match=message):
         TritonSpec(bias_act, (1,), args, kwargs=kwargs, tuned=["BLOCK"], isolate=False)
+
+
+def test_a_kernel_writing_through_pointers_stored_in_a_tensor_is_checked_by_verify_in_process() -> None:
+    """What how-to/triton.md says: the outputs are not arguments, so expected= cannot see them; verify= reads
+    them, which needs the test's own tensors, hence isolate=False (a worker gets copies, its pointers dangle)."""
+    from pytest_autotune.backends.triton_runner import TritonRunner, TritonSpec
+
+    n = 8
+    x = torch.arange(3 * n, dtype=torch.float32).reshape(3, n)
+    outs = [torch.zeros(n) for _ in range(3)]
+    table = torch.tensor([o.data_ptr() for o in outs], dtype=torch.int64)
+
+    def verify(expected, outputs):
+        for i, o in enumerate(outs):
+            written = o.clone()
+            o.zero_()  # what the kernel writes through the table is not restored between runs: start afresh
+            assert torch.equal(written, x[i] * 3)
+
+    def check(scale_ok: bool):
+        spec = TritonSpec(scatter_rows, (3,), [table, x, n], tuned=["BLOCK"], expected=None, isolate=False,
+                          verify=verify if scale_ok else (lambda e, o: torch.equal(outs[0], x[0] * 4)))
+        with TritonRunner(spec, isolate=False, measure=FAST) as runner:
+            return runner.evaluate({"BLOCK": 8})
+
+    good, wrong = check(True), check(False)
+    assert good.ok, good.detail
+    assert not wrong.ok and "verify callable returned False" in wrong.detail
 
 
 # --------------------------------------------------------------------------- use_lock
