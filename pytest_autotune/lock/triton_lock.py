@@ -36,7 +36,7 @@ from typing import Any
 
 from ..backends.triton_kernel import KNOWN_LAUNCH_OPTIONS, kernel_info, key_values, launch_options, triton_version
 from .lookup import AmbiguousLockError, LockFallbackWarning, LockLookupError, _index, _machine_slugs, _path
-from .problem import array_dtypes, describe_problem, normalize_size, size_label
+from .problem import normalize_size, size_label
 
 __all__ = ["use_lock", "UnseenKeyError", "LockedAutotuner", "key_distance"]
 
@@ -77,6 +77,17 @@ def key_distance(a: Sequence[Any], b: Sequence[Any]) -> float | None:
         elif x != y or type(x) is not type(y):
             return None
     return math.sqrt(total)
+
+
+def _is_array(value: Any) -> bool:
+    """An argument the lock describes by shape and dtype (:func:`~.problem.describe_problem`'s rule, kept in step
+    by a test): it has both, and at least one dimension."""
+    shape = getattr(value, "shape", None)
+    return shape is not None and getattr(value, "dtype", None) is not None and len(shape) > 0
+
+
+def _array_dtype(value: Any) -> str:
+    return str(value.dtype)
 
 
 def _positive(value: Any) -> bool:
@@ -160,8 +171,7 @@ class LockedAutotuner:
         named = dict(zip(self.arg_names, args))
         named.update((k, v) for k, v in kwargs.items() if k in self.arg_names)
         size = normalize_size(key_values(self.autotuner.keys, named)) or []
-        present = [named[n] for n in self.arg_names if n in named]
-        return tuple(size), tuple(array_dtypes(describe_problem(None, present)))
+        return tuple(size), tuple(_array_dtype(named[n]) for n in self.arg_names if n in named and _is_array(named[n]))
 
     def config_for(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
         key = self.key_of(args, kwargs)

@@ -366,3 +366,16 @@ def test_a_params_dict_of_ones_own_is_the_space_and_the_prune_judges_its_configu
     assert entry["evaluations"]["space_size"] == 3 and entry["evaluations"]["failed"] == {"invalid": 1}  # 256
     assert entry["params"]["BLOCK"] in (8, 16)
     assert entry["problem"]["size"] == [50] and entry["problem"]["args"][-1] == {"type": "str", "value": "relu"}
+
+
+def test_a_calls_key_has_the_dtypes_the_lock_describes(lockdir: Path) -> None:
+    """use_lock reads a call's tensor dtypes by the rule describe_problem writes them into the lock with."""
+    from pytest_autotune import use_lock
+    from pytest_autotune.lock.problem import array_dtypes, describe_problem
+
+    kernel = use_lock(autotuned(), lockdir, device="test-gpu")
+    values = [torch.zeros(4, dtype=torch.float16), torch.tensor(3.0), 7, np.zeros((2, 2), np.int8), "relu"]
+    names = ("a", "b", "c", "d", "e")
+    kernel.locked.arg_names = names
+    _, dtypes = kernel.locked.key_of(values, {})
+    assert list(dtypes) == array_dtypes(describe_problem(None, values)) == ["torch.float16", "int8"]
