@@ -283,5 +283,5 @@ def use_lock(kernel: Any, lockdir: str | os.PathLike[str] = "autotune.lock", *, 
                             strict=strict, nearest=nearest, fallback=fallback)
     autotuner.run = state.run  # instance attributes: Autotuner.run (and its benchmark) is never reached
     autotuner.warmup = state.warmup
-    autotuner.locked = state
+    autotuner.pytest_autotune_lock = state  # what it resolved, for inspection
     return kernel

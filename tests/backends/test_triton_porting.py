@@ -376,6 +376,6 @@ def test_a_calls_key_has_the_dtypes_the_lock_describes(lockdir: Path) -> None:
     kernel = use_lock(autotuned(), lockdir, device="test-gpu")
     values = [torch.zeros(4, dtype=torch.float16), torch.tensor(3.0), 7, np.zeros((2, 2), np.int8), "relu"]
     names = ("a", "b", "c", "d", "e")
-    kernel.locked.arg_names = names
-    _, dtypes = kernel.locked.key_of(values, {})
+    kernel.pytest_autotune_lock.arg_names = names
+    _, dtypes = kernel.pytest_autotune_lock.key_of(values, {})
     assert list(dtypes) == array_dtypes(describe_problem(None, values)) == ["torch.float16", "int8"]
