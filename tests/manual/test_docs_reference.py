@@ -163,7 +163,7 @@ def test_readme_starts_with_the_two_setup_commands() -> None:
     test_command = next(line.strip() for line in ci.splitlines() if "python -m pytest" in line)
     assert commands[0] == ('python -m pip install -e ".[test]" -e ./example_project && cd example_project && '
                            'python -m pytest --autotune')
-    assert commands[1] == test_command == "python -m pytest -q -n 2 tests"
+    assert commands[1] == test_command == "python -m pytest -q -n 2 --dist worksteal tests"
 
 
 def test_readme_is_short() -> None:

@@ -41,7 +41,7 @@ def run_ci(tmp_path: Path, devices_exit_codes: list[int], uid: int = 0) -> tuple
 def test_a_working_device_installs_nothing(tmp_path: Path) -> None:
     code, log = run_ci(tmp_path, [0])
     assert code == 0
-    assert log == ['python -m pip install -q -e .[test]', "pytest-autotune devices", "python -m pytest -q -n 2 tests"]
+    assert log == ['python -m pip install -q -e .[test]', "pytest-autotune devices", "python -m pytest -q -n 2 --dist worksteal tests"]
 
 
 def test_no_device_that_builds_installs_debians_pocl_and_checks_again(tmp_path: Path) -> None:
@@ -49,12 +49,12 @@ def test_no_device_that_builds_installs_debians_pocl_and_checks_again(tmp_path: 
     assert code == 0
     assert log == ['python -m pip install -q -e .[test]', "pytest-autotune devices", "apt-get update -qq",
                    "apt-get install -y -qq pocl-opencl-icd", "pytest-autotune devices",
-                   "python -m pytest -q -n 2 tests"]
+                   "python -m pytest -q -n 2 --dist worksteal tests"]
 
 
 def test_still_none_or_not_root_fails_before_the_tests(tmp_path: Path) -> None:
     code, log = run_ci(tmp_path, [1, 1])
-    assert code != 0 and log[-1] == "pytest-autotune devices" and "python -m pytest -q -n 2 tests" not in log
+    assert code != 0 and log[-1] == "pytest-autotune devices" and "python -m pytest -q -n 2 --dist worksteal tests" not in log
     user = tmp_path / "user"
     user.mkdir()
     code, log = run_ci(user, [1], uid=1000)
