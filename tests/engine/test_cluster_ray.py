@@ -171,6 +171,10 @@ def test_a_device_that_joins_mid_run_is_used(cluster):
         if len(evaluator.history.records) == 1:
             assert evaluator.fleet.devices == 1
             cluster.kill(holder)
+        elif evaluator.fleet.devices == 1 and len(evaluator.history.records) <= 20:
+            # a loaded machine starts the new actor's process slowly (the run once ended before it answered):
+            # the search waits a moment per record, so the device still joins mid-run, with evaluations left
+            time.sleep(1.0)
 
     try:
         result = tune(runner, params={"NAP_US": list(range(40_000, 100_001, 1_500))}, budget=40, cluster="ray",
