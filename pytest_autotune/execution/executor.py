@@ -74,6 +74,10 @@ class Executor(abc.ABC):
         self.heartbeat: Callable[[str], None] = _no_heartbeat  # set by the isolation worker
         # Entered around the warm-up and timed runs; a compile pool on the same CPU pauses its compilers there.
         self.timing_window: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext
+        # Where a run executes on this thread (a C kernel), the time each timed run spent off its CPU (ms): wall
+        # time minus the thread's CPU time, i.e. preempted by another task or taken by the host. None where the
+        # runner's clock is not this thread's (a GPU's events). See OFFCPU_MS.
+        self.offcpu: list[float] | None = None
 
     @abc.abstractmethod
     def device(self) -> DeviceInfo: ...
@@ -94,6 +98,10 @@ class Executor(abc.ABC):
         """The successful measurement of ``params`` from its timed samples (``start``: when evaluation began)."""
         stats = TimingStats.from_samples(samples)
         extra["stats"] = stats.as_dict(samples=False)
+        if self.offcpu is not None:  # the timed runs' share off the CPU, aligned with the samples
+            if len(self.offcpu) >= len(samples):
+                extra["offcpu_ms"] = [round(x, 4) for x in self.offcpu[len(self.offcpu) - len(samples):]]
+            self.offcpu.clear()
         extra["objective"] = measure.objective
         timings["total_s"] = perf_counter() - start
         return Measurement(params=params, value=stats.objective(measure.objective), samples=stats.samples,

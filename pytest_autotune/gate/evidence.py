@@ -67,6 +67,9 @@ class FreshRound:
     """Like-for-like: the machine read like the lock's (or nothing said otherwise)."""
     divisor: float
     """What the machine explains of this round's kernel time, as a time factor."""
+    preempted: int = 0
+    """The kernel's runs another task interrupted that round, left out of ``samples``
+    (:func:`~pytest_autotune.measure.timing.unpreempted`)."""
 
 
 @dataclass(frozen=True)
@@ -199,7 +202,8 @@ class RoundEvidence:
     def rows(self) -> list[dict[str, Any]]:
         """One record per round for the outcome (``GateOutcome.rounds``)."""
         return [{"cpu": r.cpu, "like": r.like, "machine": None if r.machine is None else round(r.machine.factor, 3),
-                 "change_pct": round(100 * (self.against_lock(r) - 1), 1)} for r in self.rounds]
+                 "change_pct": round(100 * (self.against_lock(r) - 1), 1), "preempted": r.preempted}
+                for r in self.rounds]
 
     def decision(self, last: bool = False) -> Decision | None:
         """What the rounds so far decide, or None: more rounds may decide. ``last``: no round follows, so

@@ -30,7 +30,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..measure.timing import faster_half
+from ..measure.timing import faster_half, unpreempted
 from ..results import Measurement
 from ..execution.isolation import sharing_one_cpu, usable_cpus
 from .probes import pool_probes
@@ -106,8 +106,19 @@ class Round:
         return next((m for m in self.measurements if not m.ok), None)
 
     def samples(self, which: int = 0) -> list[float]:
+        """Measure ``which``'s runs that no other task interrupted (all of them without that accounting)."""
+        return unpreempted(*self._runs(which))[0]
+
+    def preempted(self, which: int = 0) -> int:
+        """How many of measure ``which``'s runs another task interrupted (left out of :meth:`samples`)."""
+        return unpreempted(*self._runs(which))[1]
+
+    def _runs(self, which: int) -> tuple[list[float], list[float] | None]:
         m = self.measurements[which]
-        return list(m.samples) if m.samples else [float(m.value)]  # type: ignore[arg-type]
+        if not m.samples:
+            return [float(m.value)], None  # type: ignore[arg-type]
+        offcpu = m.extra.get("offcpu_ms") if isinstance(m.extra, dict) else None
+        return list(m.samples), offcpu if isinstance(offcpu, list) else None
 
 
 def measure_round(i: int, measures: Sequence[Measure], probe: Probe | None, pin: Pin | None,

@@ -34,7 +34,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ..lock.entry import as_entry
 from ..errors import AutotuneError
 from ..lock.problem import problem_change
-from ..measure.timing import Comparison, faster_half
+from ..measure.timing import Comparison, faster_half, unpreempted
 from ..results import Measurement
 from . import messages
 from .budget import UNLIMITED, GateBudget
@@ -150,7 +150,11 @@ def check_entry(entry: Mapping[str, Any], hashes: Mapping[str, str], locked_in_s
 
 
 def _samples(m: Measurement) -> list[float]:
-    return list(m.samples) if m.samples else [float(m.value)]  # type: ignore[arg-type]
+    """A measurement's runs that no other task interrupted (every run without that accounting)."""
+    if not m.samples:
+        return [float(m.value)]  # type: ignore[arg-type]
+    offcpu = m.extra.get("offcpu_ms") if isinstance(m.extra, dict) else None
+    return unpreempted(m.samples, offcpu if isinstance(offcpu, list) else None)[0]
 
 
 def _broken(case: GateCase, measurement: Measurement, what: str = "") -> GateOutcome:
@@ -300,7 +304,7 @@ def _read_round(case: GateCase, r: Round, given: MachineComparison | None) -> Fr
         if r.probes else None)
     like = mc is None or (given is None and mc.like_the_locks)
     divisor = 1.0 if mc is None else max(1.0, mc.slowdown) if given is not None else round_divisor(mc.factor, like)
-    return FreshRound(r.cpu, faster_half(r.samples()), mc, like, divisor)
+    return FreshRound(r.cpu, faster_half(r.samples()), mc, like, divisor, r.preempted())
 
 
 def _conclude(case: GateCase, outcome: GateOutcome, first: Comparison, decision: Decision,

@@ -285,6 +285,27 @@ def faster_half(samples: Sequence[float]) -> list[float]:
     return ordered[:max(4, (len(ordered) + 1) // 2)]
 
 
+OFFCPU_MS = 0.02
+"""A timed run off its CPU longer than this (plus :data:`OFFCPU_SHARE` of the run) was preempted: another task
+ran on its CPU, or the host took the CPU, during the run. Reading the thread's CPU time around a run costs a few
+microseconds outside the timed window, so an undisturbed run reads at most about 0.01 ms off."""
+OFFCPU_SHARE = 0.01
+MIN_UNPREEMPTED = 4  # unpreempted runs a round needs to be judged on them alone (faster_half keeps 4)
+
+
+def unpreempted(samples: Sequence[float], offcpu: Sequence[float] | None) -> tuple[list[float], int]:
+    """The runs no other task interrupted, and how many were left out. A preempted run measured the neighbour's
+    time slice, not the kernel: on the 2-core CI host one running beside a spinner on its CPU read 8 ms more
+    than the kernel's 1.7 ms. Where too few runs were undisturbed (the CPU shared throughout) every run is kept,
+    so the round is judged as it was measured. ``offcpu`` aligned with ``samples`` (None: no accounting)."""
+    if not offcpu or len(offcpu) != len(samples):
+        return list(samples), 0
+    kept = [x for x, off in zip(samples, offcpu) if off <= OFFCPU_MS + OFFCPU_SHARE * x]
+    if len(kept) < MIN_UNPREEMPTED:
+        return list(samples), 0
+    return kept, len(samples) - len(kept)
+
+
 def compare_samples(
     locked_samples: Sequence[float],
     new_samples: Sequence[float],

@@ -109,6 +109,6 @@ def test_slower_but_not_significantly_and_no_machine_to_blame_passes() -> None:
 
 def test_each_round_is_recorded_as_measured() -> None:
     gathered = evidence(fresh(0, 1.3), fresh(1, 2.1, factor=1.6), fresh(None, 1.5, factor=None))
-    assert gathered.rows() == [{"cpu": 0, "like": True, "machine": 1.0, "change_pct": 30.0},
-                               {"cpu": 1, "like": False, "machine": 1.6, "change_pct": 110.0},
-                               {"cpu": None, "like": True, "machine": None, "change_pct": 50.0}]
+    assert gathered.rows() == [{"cpu": 0, "like": True, "machine": 1.0, "change_pct": 30.0, "preempted": 0},
+                               {"cpu": 1, "like": False, "machine": 1.6, "change_pct": 110.0, "preempted": 0},
+                               {"cpu": None, "like": True, "machine": None, "change_pct": 50.0, "preempted": 0}]

@@ -439,7 +439,7 @@ def test_a_slowdown_seen_like_for_like_on_one_cpu_gets_more_rounds_for_the_other
     assert out.verdict == "slower", out.message
     assert len(verdict.ROUND_PAUSES_S) < len(out.rounds) <= len(verdict.ROUND_PAUSES_S) + len(verdict.MORE_ROUND_PAUSES_S)
     assert {r["cpu"] for r in out.rounds if r["like"]} == set(cpus[:2])
-    assert out.rounds[1] == {"cpu": cpus[1], "like": False, "machine": 1.6, "change_pct": 110.0}
+    assert out.rounds[1] == {"cpu": cpus[1], "like": False, "machine": 1.6, "change_pct": 110.0, "preempted": 0}
 
 
 def test_a_faster_machine_never_fades_a_slowdown() -> None:
