@@ -11,6 +11,7 @@ from . import bayes, diff_evo, genetic, local, swarm  # noqa: F401,E401  (regist
 from . import tpe  # noqa: F401,E402  (registers "tpe")
 from . import shrinking_sample  # noqa: F401,E402  (registers "shrinking_sample")
 from . import profile  # noqa: F401,E402  (registers "profile"; needs a runner that can profile)
+from . import lfbo  # noqa: F401,E402  (registers "lfbo")
 from . import chain  # noqa: F401,E402  (registers "chain")
 from . import auto  # noqa: F401,E402  (after the strategies it may delegate to)
 
