@@ -94,7 +94,7 @@ if str(_ROOT) not in sys.path:
 
 import numpy as np  # noqa: E402
 
-from benchmarks import anchors  # noqa: E402
+from benchmarks import anchors, generalisation  # noqa: E402
 from benchmarks.scoring import SpaceStats, score_run  # noqa: E402
 from pytest_autotune import datasets  # noqa: E402
 from pytest_autotune.engine.evaluator import Evaluator  # noqa: E402
@@ -361,7 +361,7 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
     t0, c0 = time.perf_counter(), time.process_time()
     spec: StrategySpec = task["spec"]
     out = {"space": task["space"], "label": spec.label, "seed": task["seed"], "budget": task["budget"],
-           "key": task.get("key")}
+           "key": task.get("key"), "budget_label": task.get("budget_label", "B")}
     try:
         rec, stats = _stats(task["path"])
         # Everything alive now (the recorded space, the anchor cache, earlier results) is long-lived: without
@@ -799,6 +799,67 @@ def format_table(spaces: Sequence[SpaceInfo], specs: Sequence[StrategySpec], sum
     return "\n".join(lines) + "\n\n" + "\n".join(notes) + "\n" + "\n".join(fixed)
 
 
+def format_sweep(specs: Sequence[StrategySpec], summaries: Mapping[str, Mapping[str, Any]]) -> str:
+    """Per budget: the mean over all spaces, per family, and the leave-one-out scores of the selector."""
+    lines = []
+    for b, sm in summaries.items():
+        gen = sm["generalisation"]
+        fams = sorted(gen["family"]["folds"])
+        header = ["budget " + b, "all", *fams, "LOGO sel."]
+        rows = [header]
+        for spec in specs:
+            e = sm["aggregate"]["all"].get(spec.label)
+            row = [spec.label, "-" if e is None else f"{e['mean']:+.3f}" + ("" if e["complete"] else "†")]
+            for f in fams:
+                m = gen["family"]["folds"][f]["means"].get(spec.label)
+                row.append("-" if m is None else f"{m:+.3f}")
+            row.append("")
+            rows.append(row)
+        sel = ["selected (LOO)", "", *(f"{gen['family']['folds'][f]['means'].get('selected') or 0:+.3f} "
+                                       f"({gen['family']['folds'][f].get('selected', '-')})" for f in fams)]
+        logo = gen["gpu"]["loo_mean"].get("selected")
+        sel.append("-" if logo is None else f"{logo:+.3f}")
+        rows.append(sel)
+        widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+        lines += ["  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(r))
+                  for r in rows]
+        lofo = gen["family"]["loo_mean"].get("selected")
+        lines.append(f"leave-one-family-out mean of the selector: {'-' if lofo is None else f'{lofo:+.3f}'}; "
+                     f"leave-one-GPU-out: {'-' if logo is None else f'{logo:+.3f}'}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def parse_budgets(text: str) -> list[str]:
+    """``25,50,100,B`` -> ['25', '50', '100', 'B'] (positive integers or B, no repeats)."""
+    out: list[str] = []
+    for item in split_specs(text):
+        b = item.strip()
+        if b.upper() == "B":
+            b = "B"
+        elif not (b.isdigit() and int(b) >= 1):
+            raise ValueError(f"--budgets: {item!r} is neither a positive number of evaluations nor 'B'")
+        else:
+            b = str(int(b))
+        if b in out:
+            raise ValueError(f"--budgets: {b} is given twice")
+        out.append(b)
+    if not out:
+        raise ValueError("--budgets: no budget given")
+    return out
+
+
+def parse_max_budget(items: Sequence[str]) -> dict[str, int]:
+    """``LABEL=N`` items -> {label: N}."""
+    out: dict[str, int] = {}
+    for item in items:
+        label, eq, n = item.rpartition("=")
+        if not eq or not label or not n.strip().isdigit():
+            raise ValueError(f"--max-budget: {item!r} is not LABEL=N (N a number of evaluations)")
+        out[label.strip()] = int(n)
+    return out
+
+
 # -- driver ---------------------------------------------------------------------------------------------------
 
 
@@ -876,6 +937,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--budget-cap", type=int, default=None,
                    help="score every space with budget min(B, CAP): the small-budget regime on every space "
                         "(the metric is defined for any budget; anchors are cached per budget)")
+    p.add_argument("--budgets", default=None,
+                   help="budget sweep: comma-separated budgets, each an integer (every space gets min(B, it)) or 'B' "
+                        "(the space's own), e.g. '25,50,100,B'; every strategy is told the budget and scored over it; "
+                        "the JSON's top level is the last budget, 'budget_sweep' holds each")
+    p.add_argument("--max-budget", action="append", default=[], metavar="LABEL=N",
+                   help="skip LABEL's runs where its budget exceeds N (a strategy too slow at long budgets; its "
+                        "aggregates then cover the spaces it ran on, marked †); repeatable")
     p.add_argument("--json", type=Path, default=None, help="write everything as JSON here")
     p.add_argument("--sequences", type=Path, default=None, help="write every run's evaluation order as JSONL here")
     p.add_argument("--anchor-cache", type=Path, default=DEFAULT_ANCHOR_CACHE,
@@ -891,6 +959,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         _log(f"note: {args.runs} seeds per space; use --runs 10 or more for numbers worth reporting")
     if args.budget_cap is not None and args.budget_cap < 1:
         _log(f"--budget-cap must be a positive number of evaluations, got {args.budget_cap}")
+        return 2
+    try:
+        budgets = parse_budgets(args.budgets) if args.budgets is not None else None
+        max_budget = parse_max_budget(args.max_budget)
+    except ValueError as exc:
+        _log(str(exc))
+        return 2
+    if budgets is not None and args.budget_cap is not None:
+        _log("--budgets and --budget-cap exclude each other (--budgets 25 is --budget-cap 25)")
         return 2
     for mod in args.imports:
         importlib.import_module(mod)
@@ -923,21 +1000,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.budget_cap is not None:
         spaces = [dataclasses.replace(sp, budget=min(sp.budget, args.budget_cap)) for sp in spaces]
+    sweep = {"B": spaces} if budgets is None else {
+        str(b): spaces if b == "B" else [dataclasses.replace(sp, budget=min(sp.budget, int(b))) for sp in spaces]
+        for b in budgets}
+    unknown = sorted(set(max_budget) - {s.label for s in specs})
+    if unknown:
+        _log(f"--max-budget names {', '.join(unknown)}, not a strategy of this run")
+        return 2
     seeds = list(range(args.seed0, args.seed0 + args.runs))
-    _log(f"{len(spaces)} spaces, {len(specs)} strategies, {len(seeds)} seeds: {', '.join(s.label for s in specs)}")
+    _log(f"{len(spaces)} spaces, {len(specs)} strategies, {len(seeds)} seeds, budgets {', '.join(sweep)}: "
+         f"{', '.join(s.label for s in specs)}")
 
     cache = AnchorCache(None if args.anchor_cache is None else args.anchor_cache)
-    runs: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    # (budget label, space, strategy label) -> runs
+    runs_by: dict[str, dict[tuple[str, str], list[dict[str, Any]]]] = {b: defaultdict(list) for b in sweep}
     todo: list[dict[str, Any]] = []
     cached = 0
+    skipped_budget = 0
     by_name = {sp.name: sp for sp in spaces}
-    for sp in spaces:
+    for blabel, sp in ((b, sp) for b, sps in sweep.items() for sp in sps):
+        runs = runs_by[blabel]
         rec = None
         for spec in specs:
             if requires_profiling(spec) and not sp.has_counters:
                 continue  # a profile-based strategy needs recorded counters (reported on the spaces that have them)
+            if spec.label in max_budget and sp.budget > max_budget[spec.label]:
+                skipped_budget += len(seeds)
+                continue
             for seed in seeds:
-                task = {"space": sp.name, "path": sp.path, "spec": spec, "seed": seed, "budget": sp.budget}
+                task = {"space": sp.name, "path": sp.path, "spec": spec, "seed": seed, "budget": sp.budget,
+                        "budget_label": blabel}
                 if spec.is_anchor:
                     task["key"] = anchor_key(sp, spec, seed, sp.budget)
                     if not args.no_anchor_cache:
@@ -952,7 +1044,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                     continue
                 todo.append(task)
     todo.sort(key=_cost, reverse=True)
-    _log(f"{len(todo)} runs to do, {cached} anchor runs from the cache ({args.anchor_cache})")
+    if len(sweep) > 1:  # the same (space, strategy, seed, budget) asked by two budgets of the sweep: run it once
+        seen_tasks: dict[tuple, dict[str, Any]] = {}
+        aliases: dict[tuple, list[str]] = defaultdict(list)
+        for t in todo:
+            k = (t["space"], t["spec"].label, t["seed"], t["budget"])
+            aliases[k].append(t["budget_label"])
+            seen_tasks.setdefault(k, t)
+        todo = list(seen_tasks.values())
+    else:
+        aliases = defaultdict(list)
+    _log(f"{len(todo)} runs to do, {cached} anchor runs from the cache ({args.anchor_cache})"
+         + (f", {skipped_budget} left out by --max-budget" if skipped_budget else ""))
 
     seq_file = None
     if args.sequences is not None:
@@ -968,7 +1071,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         seq_file.write(json.dumps({"space": result["space"], "strategy": result["label"], "seed": result["seed"],
                                    "sequence": sequence}, default=_json_default, separators=(",", ":")) + "\n")
 
-    for key_runs in list(runs.values()):
+    for key_runs in [r for runs in runs_by.values() for r in runs.values()]:
         for r in key_runs:
             write_sequence(r)
 
@@ -984,7 +1087,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             _log(f"[{done}/{len(todo)}] {result['space']} {result['label']} seed {result['seed']}: ERROR "
                  f"{result['error'].splitlines()[0]}")
             return
-        runs[(result["space"], result["label"])].append(result)
+        k = (result["space"], result["label"], result["seed"], result["budget"])
+        for blabel in aliases.get(k) or [result["budget_label"]]:
+            runs_by[blabel][(result["space"], result["label"])].append(result)
         if result.get("key") is not None:
             cache.add(result)
         write_sequence(result)
@@ -1010,7 +1115,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             seq_file.close()
         _close_kt_spaces()
 
-    summary = summarise(spaces, specs, runs, seeds)
+    summaries = {b: summarise(sweep[b], specs, runs_by[b], seeds) for b in sweep}
+    last = list(sweep)[-1]
+    summary, spaces = summaries[last], sweep[last]
+    candidates = [s.label for s in specs if s.kind == "ours" and s.name not in ("random", "brute_force")]
+    anchor_labels = [s.label for s in specs if s.is_anchor]
+    for b, sm in summaries.items():
+        sm["generalisation"] = generalisation.leave_one_out(sm["results"], [s.label for s in specs], candidates,
+                                                            anchor_labels)
     elapsed = time.time() - started
     doc = {
         "meta": {"command": sys.argv if argv is None else ["bench_strategies.py", *argv],
@@ -1028,7 +1140,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         "strategies": {s.label: s.as_json() for s in specs},
         **summary,
     }
+    if len(sweep) > 1 or budgets is not None:
+        doc["meta"]["budgets"] = list(sweep)
+        doc["meta"]["max_budget"] = max_budget
+        doc["meta"]["generalisation"] = generalisation.__doc__.strip().split("\n\n")[0]
+        doc["meta"]["selector_candidates"] = candidates
+        doc["budget_sweep"] = {b: {"budgets": {sp.name: sp.budget for sp in sweep[b]}, **sm}
+                               for b, sm in summaries.items()}
     print(format_table(spaces, specs, summary))
+    print()
+    print(format_sweep(specs, summaries))
     if errors:
         print(f"\n{len(errors)} run(s) failed; first: {errors[0]['space']} {errors[0]['label']} seed "
               f"{errors[0]['seed']}:\n{errors[0]['error']}")
