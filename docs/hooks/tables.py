@@ -15,6 +15,9 @@ Views (and the file each reads by default):
 * ``early_stop`` (``early_stop.json``): the early-stopping rules compared.
 * ``compile_pool`` (``compile_pool.json``): ``pytest --autotune`` wall time, 1 vs 2 compile workers.
 * ``transfer`` (``transfer_patience.json``): warm start from other GPUs' locks, cold -> warm per family.
+* ``sweep_budgets``, ``sweep_families``, ``sweep_gpus``, ``sweep_loo`` (``bench_strategies_issue42.json``, a
+  ``bench_strategies.py --budgets`` run): the mean score per budget; per kernel family and per GPU at each
+  budget; leave-one-family-out and leave-one-GPU-out scores of the selector beside the pooled figures.
 
 ``render(view, path)`` is importable, so a test can render a view without building the site.
 """
@@ -145,6 +148,85 @@ def view_transfer(data: dict[str, Any]) -> str:
     return _table(headers, rows) + f"\n\n*Mean score, cold -> **warm**; {data['meta']['runs']} seeds.*"
 
 
+def _sweep(data: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
+    return data["meta"]["budgets"], data["budget_sweep"]
+
+
+def _budget_name(b: str) -> str:
+    return "budget B" if b == "B" else f"budget {b}"
+
+
+def _sweep_note(data: dict[str, Any]) -> str:
+    seeds = data["meta"]["seeds"]
+    return (f"\n\n*Mean score over seeds {min(seeds)}-{max(seeds)} ({len(seeds)} per space); each budget b is "
+            f"min(B, b) per space; † a strategy left out of some spaces (`--max-budget`).*")
+
+
+def view_sweep_budgets(data: dict[str, Any]) -> str:
+    budgets, sweep = _sweep(data)
+    labels = sorted(data["strategies"], key=lambda k: -(sweep[budgets[-1]]["aggregate"]["all"].get(k) or
+                                                        {"mean": -9})["mean"])
+    rows = []
+    for key in labels:
+        cells = []
+        for b in budgets:
+            e = sweep[b]["aggregate"]["all"].get(key)
+            cells.append("-" if e is None else _pm(e) + ("" if e["complete"] else " †"))
+        rows.append([_label(key, data["strategies"]), *cells])
+    return _table(["strategy", *(_budget_name(b) for b in budgets)], rows) + _sweep_note(data)
+
+
+def _grouped(data: dict[str, Any], grouping: str) -> str:
+    budgets, sweep = _sweep(data)
+    parts = []
+    for b in budgets:
+        folds = sweep[b]["generalisation"][grouping]["folds"]
+        names = sorted(folds)
+        rows = []
+        for key in data["strategies"]:
+            means = [folds[n]["means"].get(key) for n in names]
+            rows.append([_label(key, data["strategies"]), *("-" if m is None else f"{m:.2f}" for m in means)])
+        headers = [_budget_name(b), *(f"{n} ({len(folds[n]['spaces'])})" for n in names)]
+        parts.append(_table(headers, rows))
+    return "\n\n".join(parts) + _sweep_note(data)
+
+
+def view_sweep_families(data: dict[str, Any]) -> str:
+    return _grouped(data, "family")
+
+
+def view_sweep_gpus(data: dict[str, Any]) -> str:
+    return _grouped(data, "gpu")
+
+
+def view_sweep_loo(data: dict[str, Any]) -> str:
+    budgets, sweep = _sweep(data)
+    rows = []
+    for b in budgets:
+        gen = sweep[b]["generalisation"]
+        pooled = {k: v for k, v in gen["pooled"].items() if v is not None}
+        ours = {k: v for k, v in pooled.items() if data["strategies"][k]["kind"] == "ours"}
+        refs = {k: v for k, v in pooled.items() if data["strategies"][k]["kind"] != "ours"}
+        best_ours = max(ours, key=ours.get)
+        fam = gen["family"]
+        choices = ", ".join(f"{f}: `{e.get('selected', '-')}`" for f, e in sorted(fam["folds"].items()))
+        margins = [e["margin_over_best_anchor"].get("selected") for e in fam["folds"].values()
+                   if "margin_over_best_anchor" in e]
+        margin = f"{min(margins):+.2f}" if margins and None not in margins else "-"
+        best_ref = max(refs, key=refs.get) if refs else None
+        rows.append([_budget_name(b), f"{pooled['auto']:.3f}" if "auto" in pooled else "-",
+                     f"{_label(best_ours, data['strategies'])} {ours[best_ours]:.3f}",
+                     f"{fam['loo_mean']['selected']:.3f}" if fam["loo_mean"].get("selected") is not None else "-",
+                     f"{gen['gpu']['loo_mean']['selected']:.3f}" if gen["gpu"]["loo_mean"].get("selected") is not None
+                     else "-",
+                     "-" if best_ref is None else f"{_label(best_ref, data['strategies'])} {refs[best_ref]:.3f}",
+                     margin, choices])
+    headers = ["budget", "`auto` pooled", "best of ours, pooled (in-sample)", "selector, leave-one-family-out",
+               "selector, leave-one-GPU-out", "best anchor, pooled", "selector's worst family margin over the "
+               "family's best anchor", "selector's choice per held-out family"]
+    return _table(headers, rows) + _sweep_note(data)
+
+
 VIEWS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "strategies": ("strategies.json", view_strategies),
     "batch": ("batch.json", view_batch),
@@ -152,6 +234,10 @@ VIEWS: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "early_stop": ("early_stop.json", view_early_stop),
     "compile_pool": ("compile_pool.json", view_compile_pool),
     "transfer": ("transfer_patience.json", view_transfer),
+    "sweep_budgets": ("bench_strategies_issue42.json", view_sweep_budgets),
+    "sweep_families": ("bench_strategies_issue42.json", view_sweep_families),
+    "sweep_gpus": ("bench_strategies_issue42.json", view_sweep_gpus),
+    "sweep_loo": ("bench_strategies_issue42.json", view_sweep_loo),
 }
 
 

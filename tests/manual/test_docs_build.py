@@ -73,3 +73,17 @@ def test_a_bad_marker_fails_the_build(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "s")],
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0 and "unknown table view 'nonsense'" in proc.stdout + proc.stderr
+
+
+def test_the_budget_sweep_tables_are_the_results_file() -> None:
+    data = __import__("json").loads((tables.RESULTS / "bench_strategies_issue42.json").read_text())
+    loo = tables.render("sweep_loo")
+    for b in data["meta"]["budgets"]:
+        gen = data["budget_sweep"][b]["generalisation"]
+        assert f"{gen['family']['loo_mean']['selected']:.3f}" in loo
+        assert f"{gen['gpu']['loo_mean']['selected']:.3f}" in loo
+    budgets = tables.render("sweep_budgets")
+    auto_b = data["budget_sweep"][data["meta"]["budgets"][-1]]["aggregate"]["all"]["auto"]
+    assert f"{auto_b['mean']:.3f} ± {auto_b['se']:.3f}" in budgets
+    families = tables.render("sweep_families")
+    assert all(f"{f} (" in families for f in ("convolution", "gemm", "pnpoly"))
