@@ -25,6 +25,13 @@ Strategies
     are skipped with a note. ``--import MOD`` imports modules that register
     further strategies.
 
+Budgets
+    ``--budgets 25,50,100,B`` sweeps budgets in one run: every strategy is told
+    min(B, b) per space and scored over it; the JSON's ``budget_sweep`` holds
+    each budget's results, with leave-one-family-out and leave-one-GPU-out
+    reports (:mod:`benchmarks.generalisation`). ``--max-budget LABEL=N`` leaves
+    a strategy out where its budget exceeds N.
+
 Outputs
     A table on stdout (rows = strategies sorted by their aggregate, columns =
     aggregate mean +/- standard error over the 13 measured spaces (T4 + Kernel
