@@ -13,9 +13,18 @@ import pytest
 from pytest_autotune.lock.lockfile import LockfileError
 
 import pytest_autotune
+
 from opencl_support import pocl  # noqa: F401  (fixture)
 from pytest_autotune.cli import main
 from pytest_autotune.lock.lockfile import merge_entries, read_lockfile
+
+
+@pytest.fixture(autouse=True)
+def _no_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``show`` fits ``COLUMNS`` when set; the exact tables below are what a pipe gets (a test that wants a width
+    sets it). A full run's workers can inherit one."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
 
 H100 = {"model": "NVIDIA H100 80GB HBM3", "kind": "cuda", "slug": "nvidia-h100-80gb-hbm3", "versions": {}, "properties": {}}
 A100 = {"model": "NVIDIA A100-SXM4-40GB", "kind": "cuda", "slug": "nvidia-a100-sxm4-40gb", "versions": {}, "properties": {}}
