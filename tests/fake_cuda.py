@@ -49,7 +49,8 @@ library hides bugs, so:
 A "kernel" runs in numpy, picked by its name (:data:`KERNELS`): the vector add of ``test_runner_cuda.VADD``,
 its behaviour picked by ``#define`` lines in the rendered source (``MODE`` 1 wrong output, 2 compile error,
 3 illegal address, 4 uses 255 registers per thread; ``STATIC_SMEM`` bytes of static shared memory), or
-Kernel Tuner's ``convolution_kernel``, which reads its filter from ``__constant__ d_filter`` (see
+``convolution_kernel`` (tests/data/kernel_tuner/convolution.cu, our port of Kernel Tuner's convolution
+example), which reads its filter from ``__constant__ d_filter`` (see
 :func:`run_convolution`).
 """
 from __future__ import annotations
@@ -188,9 +189,11 @@ def host_bytes(address: int, size: int) -> np.ndarray:
 
 def run_convolution(source: str, constants: dict[str, np.ndarray], grid, block, output: np.ndarray,
                     image: np.ndarray) -> None:
-    """Kernel Tuner's ``convolution_kernel`` (examples/cuda/convolution.cu): each output pixel a thread block
-    covers is the sum over the filter of input window x ``d_filter[i * filter_width + j]``, the filter read from
-    constant memory (never from the ``filter`` argument); pixels outside the grid stay as they were."""
+    """``convolution_kernel`` of tests/data/kernel_tuner/convolution.cu (our port of Kernel Tuner's
+    examples/cuda/convolution.cu: same interface and tunable parameters, kernel written here): each output pixel
+    a thread block covers is the sum over the filter of input window x ``d_filter[i * filter_width + j]``, the
+    filter read from constant memory (never from the ``filter`` argument); pixels outside the grid stay as they
+    were."""
     fh, fw = define(source, "filter_height"), define(source, "filter_width")
     height, width = define(source, "image_height"), define(source, "image_width")
     tile_x, tile_y = max(define(source, "tile_size_x"), 1), max(define(source, "tile_size_y"), 1)

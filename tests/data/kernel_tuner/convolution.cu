@@ -1,173 +1,123 @@
-/* Kernel Tuner's examples/cuda/convolution.cu (github.com/KernelTuner/kernel_tuner, commit 96a6abc1,
- * Apache License 2.0, Copyright the Kernel Tuner authors), unchanged but for the #ifndef around
- * image_height and image_width, so a test can run it on a small image. */
+// Valid 2D correlation: output[y][x] = sum over i, j of input[y + i][x + j] * d_filter[i * filter_width + j].
+
+// The problem: parameters of one value in the port; without them, a 4096 x 4096 image and a 17 x 17 filter.
 #ifndef image_height
-    #define image_height 4096
+#define image_height 4096
 #endif
 #ifndef image_width
-    #define image_width 4096
+#define image_width 4096
 #endif
-
 #ifndef filter_height
-    #define filter_height 17
+#define filter_height 17
 #endif
 #ifndef filter_width
-    #define filter_width 17
+#define filter_width 17
 #endif
 
-#define border_height ((filter_height/2)*2)
-#define border_width ((filter_width/2)*2)
-#define input_height (image_height + border_height)
-#define input_width (image_width + border_width)
-
+// The tuned parameters, and what a build without them gets.
 #ifndef block_size_x
-    #define block_size_x 16
+#define block_size_x 16
 #endif
 #ifndef block_size_y
-    #define block_size_y 16
-#endif
-#ifndef block_size_z
-    #define block_size_z 1
+#define block_size_y 16
 #endif
 #ifndef tile_size_x
-    #define tile_size_x 1
+#define tile_size_x 1
 #endif
 #ifndef tile_size_y
-    #define tile_size_y 1
+#define tile_size_y 1
 #endif
-
-#define i_end min(block_size_y*tile_size_y+border_height, input_height)
-#define j_end min(block_size_x*tile_size_x+border_width, input_width)
-
-/*
- * If requested, we can use the __ldg directive to load data through the
- * read-only cache. 
- */
-#define USE_READ_ONLY_CACHE read_only
-#if USE_READ_ONLY_CACHE == 1
-#define LDG(x, y) __ldg(x+y)
-#elif USE_READ_ONLY_CACHE == 0
-#define LDG(x, y) x[y]
+#ifndef read_only
+#define read_only 0  // 1: read the input through the read-only data cache (__ldg)
 #endif
-
-__constant__ float d_filter[33*33]; //large enough for the largest filter
-
-/*
- * If use_padding == 1, we introduce (only when necessary) a number of padding
- * columns in shared memory to avoid shared memory bank conflicts
- *
- * padding columns are only inserted when block_size_x is not a multiple of 32 (the assumed number of memory banks)
- * and when the width of the data needed is not a multiple of 32. The latter is because some filter_widths never
- * cause bank conflicts.
- * 
- * If not passed as a tunable parameter, padding is on by default
- */
-#define shared_mem_width (block_size_x*tile_size_x+border_width)
 #ifndef use_padding
-    #define use_padding 1
-#endif
-#if use_padding == 1
-    #if (((block_size_x % 32)!=0) && (((shared_mem_width-block_size_x)%32) != 0))
-        // next line uses &31 instead of %32, because % in C is remainder not modulo
-        #define padding_columns ((32 - (border_width + block_size_x*tile_size_x - block_size_x)) & 31)
-        #undef shared_mem_width
-        #define shared_mem_width (block_size_x*tile_size_x+border_width+padding_columns)
-    #endif
+#define use_padding 1  // 1: pad the rows of the shared patch so the compute loop is free of bank conflicts
 #endif
 
+// The weights, row-major; room for filters up to 33 x 33 (a smaller filter fills the start).
+__constant__ float d_filter[33 * 33];
 
+// The input is the image with a border of filter / 2 pixels on each side (filter / 2 * 2 in all), row-major.
+constexpr int in_width = image_width + filter_width / 2 * 2;
+constexpr int in_height = image_height + filter_height / 2 * 2;
+
+// A thread block produces a patch of out_rows x out_cols outputs. Thread (tx, ty) owns the outputs
+// (ty + a * block_size_y, tx + b * block_size_x), a < tile_size_y, b < tile_size_x: a warp's
+// threads then touch neighbouring pixels, in the shared patch and in the output alike.
+constexpr int out_cols = block_size_x * tile_size_x;
+constexpr int out_rows = block_size_y * tile_size_y;
+constexpr int threads = block_size_x * block_size_y;
+
+// The input the patch needs: the patch widened by the filter's reach.
+constexpr int patch_cols = out_cols + filter_width - 1;
+constexpr int patch_rows = out_rows + filter_height - 1;
+
+// The shared row length. A warp reads shared word (ty + c) * row_length + tx + c' in the compute loop;
+// a row length congruent to block_size_x modulo the 32 banks maps that to the thread's index in the
+// warp plus a constant: 32 different banks. Blocks a multiple of 32 wide need no padding (a warp
+// stays in one row); otherwise up to 31 columns are added.
+constexpr int padding = (use_padding && block_size_x % 32 != 0)
+                        ? ((block_size_x - patch_cols) % 32 + 32) % 32 : 0;
+constexpr int row_length = patch_cols + padding;
+
+// When the blocks tile the image exactly, no thread reads or writes out of bounds: the checks go.
+constexpr bool exact_tiling = image_width % out_cols == 0 && image_height % out_rows == 0;
+
+__device__ __forceinline__ float read_input(const float *pixel) {
+#if read_only
+    return __ldg(pixel);
+#else
+    return *pixel;
+#endif
+}
+
+// filter is the host's copy of the weights, which the port passes along; the kernel reads d_filter.
 __global__ void convolution_kernel(float *output, float *input, float *filter) {
-    int ty = threadIdx.y;
-    int tx = threadIdx.x;
-    int by = blockIdx.y * block_size_y * tile_size_y;
-    int bx = blockIdx.x * block_size_x * tile_size_x;
+    __shared__ float patch[patch_rows][row_length];
+    const int x0 = blockIdx.x * out_cols;  // the patch's first column and row, in the output and the input
+    const int y0 = blockIdx.y * out_rows;
 
-    //shared memory to hold all input data need by this thread block
-    __shared__ float sh_input[block_size_y*tile_size_y+border_height][shared_mem_width];
-
-    //load all input data needed by this thread block into shared memory
-    #pragma unroll
-    for (int i=ty; i<i_end; i+=block_size_y) {
-        #pragma unroll
-        for (int j=tx; j<j_end; j+=block_size_x) {
-            #if ((image_height%(block_size_y*tile_size_y)!=0) || (image_width%(block_size_x*tile_size_x)!=0))
-            int y = by+i;
-            int x = bx+j;
-            if (y < input_height && x < input_width) {
-                sh_input[i][j] = LDG(input, y*input_width+x);
-            }
-            #else
-                sh_input[i][j] = LDG(input, (by+i)*input_width + (bx+j));
-            #endif
-        }
+    // Stage the patch's input: the block's threads walk it in row-major order, one pixel each per step.
+    for (int k = threadIdx.y * block_size_x + threadIdx.x; k < patch_rows * patch_cols; k += threads) {
+        const int r = k / patch_cols;
+        const int c = k - r * patch_cols;
+        const int y = y0 + r;
+        const int x = x0 + c;
+        const bool inside = exact_tiling || (y < in_height && x < in_width);
+        patch[r][c] = inside ? read_input(input + y * in_width + x) : 0.0f;
     }
     __syncthreads();
 
-    //thread-local registers to hold local sums
-    float sum[tile_size_y][tile_size_x];
-    #pragma unroll
-    for (int yi=0; yi<tile_size_y; yi++) {
+    // One row of the thread's outputs at a time: tile_size_x sums live in registers, written out when done.
+    // The rows stay a loop: unrolled, the compiler keeps shared values for the next rows in registers
+    // and spills (255 registers and 1-3 KiB of spills at 4 x 4 tiles, NVRTC for sm_90).
+    #pragma unroll 1
+    for (int a = 0; a < tile_size_y; ++a) {
+        const int row = threadIdx.y + a * block_size_y;
+        float sums[tile_size_x];
         #pragma unroll
-        for (int xi=0; xi<tile_size_x; xi++) {
-             sum[yi][xi] = 0.0f;
+        for (int b = 0; b < tile_size_x; ++b) {
+            sums[b] = 0.0f;
         }
-    }
-
-    //for each filter weight
-    #pragma unroll
-    for (int i=0; i < filter_height; i++) {
         #pragma unroll
-        for (int j=0; j < filter_width; j++) {
-
+        for (int i = 0; i < filter_height; ++i) {
+            const float *line = &patch[row + i][threadIdx.x];
             #pragma unroll
-            for (int yi=0; yi<tile_size_y; yi++) {   
+            for (int j = 0; j < filter_width; ++j) {
+                const float weight = d_filter[i * filter_width + j];
                 #pragma unroll
-                for (int xi=0; xi<tile_size_x; xi++) {
-                    sum[yi][xi] += sh_input[ty+yi*block_size_y+i][tx+xi*block_size_x+j] * d_filter[i*filter_width+j];
+                for (int b = 0; b < tile_size_x; ++b) {
+                    sums[b] += line[b * block_size_x + j] * weight;
                 }
             }
-
         }
-    }
-
-    //store results to global memory
-    #pragma unroll
-    for (int yi=0; yi<tile_size_y; yi++) {   
+        const int y = y0 + row;
         #pragma unroll
-        for (int xi=0; xi<tile_size_x; xi++) {
-            #if ((image_height%(block_size_y*tile_size_y)!=0) || (image_width%(block_size_x*tile_size_x)!=0))
-            int y = by+ty+yi*block_size_y;
-            int x = bx+tx+xi*block_size_x;
-            if (y < image_height && x < image_width) {
-                output[y * image_width + x] = sum[yi][xi];
-            }
-            #else
-                output[(by+ty+yi*block_size_y) * image_width + bx+tx+xi*block_size_x] = sum[yi][xi];
-            #endif
-        }
-    }
-
-}
-
-
-
-
-
-__global__ void convolution_naive(float *output, float *input, float *filter) {
-
-    int x = blockIdx.x * blockDim.x + threadIdx.x;
-    int y = blockIdx.y * blockDim.y + threadIdx.y;
-    int i, j;
-    float sum = 0.0;
-
-    if (y < image_height && x < image_width) {
-
-        for (j = 0; j < filter_height; j++) {
-            for (i = 0; i < filter_width; i++) {
-                sum += input[(y + j) * input_width + (x + i)] * filter[j * filter_width + i];
+        for (int b = 0; b < tile_size_x; ++b) {
+            const int x = x0 + threadIdx.x + b * block_size_x;
+            if (exact_tiling || (y < image_height && x < image_width)) {
+                output[y * image_width + x] = sums[b];
             }
         }
-
-        output[y * image_width + x] = sum;
     }
 }
