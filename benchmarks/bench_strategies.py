@@ -85,12 +85,11 @@ import hashlib
 import importlib
 import json
 import math
-import os
 import sys
 import time
 import traceback
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
