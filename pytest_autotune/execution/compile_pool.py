@@ -259,11 +259,16 @@ class CompilerProcesses:
             for group in self._groups:
                 self._signal(group, signal.SIGSTOP)
             deadline = time.monotonic() + STOP_WAIT_S
+            quiet = 0  # consecutive checks that found nothing running
             while self._groups and time.monotonic() < deadline:
                 running = [pid for group in self._groups for pid in _process_tree(group) if not _stopped(pid)]
-                if not running:
+                quiet = 0 if running else quiet + 1
+                if quiet == 2:
                     break
-                for group in self._groups:  # again: reaches a child forked after the first signal
+                # again: reaches a child forked after the first signal (and, checked once more after a quiet
+                # check, one a parent in uninterruptible sleep, counted as stopped, forked meanwhile: seen once
+                # on a loaded host, a compiler running during a timed window)
+                for group in self._groups:
                     self._signal(group, signal.SIGSTOP)
                 time.sleep(0.0002)
 
