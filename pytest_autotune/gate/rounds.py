@@ -107,18 +107,20 @@ class Round:
 
     def samples(self, which: int = 0) -> list[float]:
         """Measure ``which``'s runs that no other task interrupted (all of them without that accounting)."""
-        return unpreempted(*self._runs(which))[0]
+        return unpreempted_runs(self.measurements[which])[0]
 
     def preempted(self, which: int = 0) -> int:
         """How many of measure ``which``'s runs another task interrupted (left out of :meth:`samples`)."""
-        return unpreempted(*self._runs(which))[1]
+        return unpreempted_runs(self.measurements[which])[1]
 
-    def _runs(self, which: int) -> tuple[list[float], list[float] | None]:
-        m = self.measurements[which]
-        if not m.samples:
-            return [float(m.value)], None  # type: ignore[arg-type]
-        offcpu = m.extra.get("offcpu_ms") if isinstance(m.extra, dict) else None
-        return list(m.samples), offcpu if isinstance(offcpu, list) else None
+
+def unpreempted_runs(m: Measurement) -> tuple[list[float], int]:
+    """A measurement's runs that no other task interrupted, and how many were left out
+    (:func:`~pytest_autotune.measure.timing.unpreempted` over its ``offcpu_ms``; all runs without it)."""
+    if not m.samples:
+        return [float(m.value)], 0  # type: ignore[arg-type]
+    offcpu = m.extra.get("offcpu_ms") if isinstance(m.extra, dict) else None
+    return unpreempted(m.samples, offcpu if isinstance(offcpu, list) else None)
 
 
 def measure_round(i: int, measures: Sequence[Measure], probe: Probe | None, pin: Pin | None,

@@ -34,7 +34,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ..lock.entry import as_entry
 from ..errors import AutotuneError
 from ..lock.problem import problem_change
-from ..measure.timing import Comparison, faster_half, unpreempted
+from ..measure.timing import Comparison, faster_half
 from ..results import Measurement
 from . import messages
 from .budget import UNLIMITED, GateBudget
@@ -42,7 +42,7 @@ from .evidence import (Decision, Faded, FreshRound, GateCase, MachineExplains, N
                        SlowerBeyondMachine, SlowerLikeForLike, Undecided)
 from .messages import retune_command
 from .probes import MachineComparison, compare_machines, pool_probes
-from .rounds import Measure, Pin, Probe, Round, measure_round
+from .rounds import Measure, Pin, Probe, Round, measure_round, unpreempted_runs
 
 __all__ = ["AB_ROUNDS", "AB_CONFIRM_BLOCKS", "CONFIRM_PAUSE_S", "ROUND_PAUSES_S", "MORE_ROUND_PAUSES_S", "LIKE_ROUNDS",
            "ONE_CPU_ROUNDS", "MIN_ROUNDS", "MISMATCH_EXPONENT", "GateOutcome", "EntryCheck", "LockedSourceUnusable",
@@ -151,10 +151,7 @@ def check_entry(entry: Mapping[str, Any], hashes: Mapping[str, str], locked_in_s
 
 def _samples(m: Measurement) -> list[float]:
     """A measurement's runs that no other task interrupted (every run without that accounting)."""
-    if not m.samples:
-        return [float(m.value)]  # type: ignore[arg-type]
-    offcpu = m.extra.get("offcpu_ms") if isinstance(m.extra, dict) else None
-    return unpreempted(m.samples, offcpu if isinstance(offcpu, list) else None)[0]
+    return unpreempted_runs(m)[0]
 
 
 def _broken(case: GateCase, measurement: Measurement, what: str = "") -> GateOutcome:
