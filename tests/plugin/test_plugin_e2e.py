@@ -372,7 +372,8 @@ def test_tune_lock_gate_regression_and_faster(project: pytest.Pytester) -> None:
     assert (row["mode"], row["status"]) == ("gate", "REGRESSION")
     m = re.search(r"\+(\d+)% against the lock; the machine explains at most \+(\d+)% \((memory bandwidth|compute "
                   r"throughput) probe", failure_text(result))
-    assert m and int(m[1]) > 150 and int(m[2]) < int(m[1]), failure_text(result)
+    # 4x the work of a 0.07 ms kernel reads +146 % to +230 % beside its fixed costs (+146 % in a clean-clone CI run)
+    assert m and int(m[1]) > 100 and int(m[2]) < int(m[1]), failure_text(result)
 
     # 4. An eighth of the work: faster is news for the summary, not a failure. (A kernel of microseconds:
     # fixed costs weigh in, and a quarter of the work measured only 40-50 % faster on a loaded machine,
