@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -60,7 +59,7 @@ def test_a_neighbour_time_slicing_the_kernels_cpu_is_no_regression(accounting: b
         assert outcome.verdict == "slower" and "got slower than its lock allows" in outcome.message, outcome.message
 
 
-SPIN = "import os\nparent = os.getppid()\nwhile os.getppid() == parent:\n    pass\n"
+SPIN = "import os\nparent = os.getppid()\nprint('spinning', flush=True)\nwhile os.getppid() == parent:\n    pass\n"
 KERNEL = ("void scale(float *a, int n, int reps) {\n"
           "    for (int r = 0; r < reps; r++) for (int i = 0; i < n; i++) a[i] = a[i] * 0.999f + 1.0f;\n}\n")
 
@@ -73,9 +72,10 @@ def test_a_real_neighbour_on_the_kernels_cpu_shows_as_time_off_the_cpu() -> None
     a = np.ones(1 << 15, np.float32)
     runner = make_runner(KernelSpec(KERNEL, "scale", 1, [a, np.int32(a.size), np.int32(600)], lang="c"), "c",
                          measure={"warmup": 1, "min_iterations": 40, "max_iterations": 40, "time_budget_s": 0})
-    neighbour = subprocess.Popen([sys.executable, "-c", SPIN], preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))
+    neighbour = subprocess.Popen([sys.executable, "-c", SPIN], preexec_fn=lambda: os.sched_setaffinity(0, {cpu}),
+                                 stdout=subprocess.PIPE, text=True)
     try:
-        time.sleep(0.3)  # the neighbour is running
+        assert neighbour.stdout is not None and neighbour.stdout.readline().strip() == "spinning"  # it runs now
         with sharing_one_cpu(runner, cpu=cpu):
             m = runner.evaluate({})
     finally:
