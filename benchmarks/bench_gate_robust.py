@@ -42,6 +42,11 @@ is measured on the very rounds the machine produced (same verdicts for the same 
                                            [--json benchmarks/results/bench_gate_robust.json]
                                            [--trace ~/.cache/pytest-autotune/gate-traces/NAME.jsonl]
     python benchmarks/bench_gate_robust.py --merge A.json B.json ... --json MERGED.json
+    python benchmarks/bench_gate_robust.py --grid [--cells 2M/memory/1.7,...] [--conditions quiet,spin1,...]
+
+``--grid`` (issue 43) is the gate over working sets from L1 to DRAM, compute- and memory-bound kernels of
+0.05-20 ms, beside neighbours that spin, stream or both on 1 or 2 cores, the gate before issue 43 beside
+today's: benchmarks/_gate_grid.py.
 """
 from __future__ import annotations
 
@@ -269,6 +274,10 @@ def record_locks(specs: dict[str, KernelSpec], tolerance: float) -> tuple[Any, d
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--grid" in argv:  # issue 43: the kernels' space beside real neighbours (benchmarks/_gate_grid.py)
+        from _gate_grid import main as grid
+        return grid([a for a in argv if a != "--grid"])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=50, help="gate runs per kernel, scenario and condition")
     parser.add_argument("--edit-runs", type=int, default=10, help="runs of the header edit (A/B) per condition")

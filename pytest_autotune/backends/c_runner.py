@@ -30,6 +30,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from ..measure.reference import TRIAD_SOURCE
 from ..measure.timing import MeasureOptions
 from ..results import FailureKind
 from ..execution.compile_pool import CompiledArtefact, CompilerProcesses, artefact_cache_dir
@@ -192,6 +193,7 @@ class CExecutor(CompiledKernelExecutor):
         self.cache_hits = 0
         self.cache_misses = 0
         self._last_cache_hit = False
+        self._reference: ReferenceTriad | None = None
 
     def device(self) -> DeviceInfo:
         return self._device
@@ -272,6 +274,20 @@ class CExecutor(CompiledKernelExecutor):
         self._flush_value = (self._flush_value + 1) & 0xFF
         self._flush.fill(self._flush_value)
 
+    def prepare_run(self) -> None:
+        super().prepare_run()
+        if self.reference_n:  # the machine's state just before this run (measure/reference.py)
+            try:
+                self.reference.append(self._reference_triad().run())
+            except (CompileFailed, BackendUnavailable):  # no reference here: the runs are judged as they are
+                self.reference_n = 0
+                self.reference.clear()
+
+    def _reference_triad(self) -> "ReferenceTriad":
+        if self._reference is None or self._reference.n != self.reference_n:
+            self._reference = ReferenceTriad(self.reference_n, self.cache_dir)
+        return self._reference
+
     def run_once(self, kernel: Any, geometry: Geometry) -> None:
         kernel[1](*self.cargs)
 
@@ -294,6 +310,32 @@ class CExecutor(CompiledKernelExecutor):
                 value.flags.writeable = False
             views.append(value)
         return views
+
+
+class ReferenceTriad:
+    """The reference run (:mod:`~pytest_autotune.measure.reference`): a triad over three arrays of ``n`` floats,
+    built with the default compiler and flags whatever the kernel's build uses, so that a change of the
+    kernel's toolchain or flags does not move it."""
+
+    def __init__(self, n: int, cache_dir: str | os.PathLike | None = None) -> None:
+        self.n = int(n)
+        self.arrays = [np.zeros(self.n, np.float32), np.ones(self.n, np.float32), np.full(self.n, 2.0, np.float32)]
+        spec = KernelSpec(TRIAD_SOURCE, "triad", 1, [*self.arrays, np.float32(1.5), np.int32(self.n)], lang="c")
+        library, _ = CCompileStage(spec, cache_dir=cache_dir).library(TRIAD_SOURCE, "triad")
+        try:
+            self._lib = ctypes.CDLL(str(library), mode=os.RTLD_LOCAL | os.RTLD_NOW)
+        except OSError as exc:
+            raise CompileFailed(f"cannot load the reference triad {library}: {exc}") from None
+        self._fn = self._lib.triad
+        self._fn.restype = None
+        self._fn.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_float, ctypes.c_int]
+        self._args = [*(a.ctypes.data for a in self.arrays), 1.5, self.n]
+
+    def run(self) -> float:
+        """One run's wall time (ms)."""
+        t0 = perf_counter_ns()
+        self._fn(*self._args)
+        return (perf_counter_ns() - t0) * 1e-6
 
 
 class CRunner(HostedRunner):

@@ -78,6 +78,10 @@ class Executor(abc.ABC):
         # time minus the thread's CPU time, i.e. preempted by another task or taken by the host. None where the
         # runner's clock is not this thread's (a GPU's events). See OFFCPU_MS.
         self.offcpu: list[float] | None = None
+        # Where set (floats per array, by the parent: HostedRunner.reference_runs), a reference run precedes
+        # each timed run, its time in ``reference`` (measure/reference.py). Executors without one ignore it.
+        self.reference_n = 0
+        self.reference: list[float] = []
 
     @abc.abstractmethod
     def device(self) -> DeviceInfo: ...
@@ -102,6 +106,10 @@ class Executor(abc.ABC):
             if len(self.offcpu) >= len(samples):
                 extra["offcpu_ms"] = [round(x, 4) for x in self.offcpu[len(self.offcpu) - len(samples):]]
             self.offcpu.clear()
+        if self.reference:  # the reference run before each timed run, aligned with the samples
+            if len(self.reference) >= len(samples):
+                extra["reference_ms"] = [round(x, 5) for x in self.reference[len(self.reference) - len(samples):]]
+            self.reference.clear()
         extra["objective"] = measure.objective
         timings["total_s"] = perf_counter() - start
         return Measurement(params=params, value=stats.objective(measure.objective), samples=stats.samples,

@@ -228,6 +228,7 @@ class IsolatedExecutor:
         self._closed = False
         self._output = ""  # what a worker that ended wrote last, not yet forwarded
         self.memory_limit = memory_limit_bytes(measure.worker_memory)  # bytes; None: no limit
+        self.reference_n = 0  # sent with each evaluation: the worker's reference runs (HostedRunner.reference_runs)
         _live.add(self)
 
     # -- life cycle ------------------------------------------------------------
@@ -359,8 +360,10 @@ class IsolatedExecutor:
         assert self._worker is not None
         try:
             message: tuple[Any, ...] = ("eval", params, keep_outputs, stop)
-            if artefact is not None or timing_window is not None:
+            if artefact is not None or timing_window is not None or self.reference_n:
                 message += (artefact, timing_window is not None)
+            if self.reference_n:
+                message += (self.reference_n,)
             self._worker.conn.send(message)
             outcome = self._wait(timing_window)
         except BaseException:
@@ -548,6 +551,18 @@ class HostedRunner:
 
     def constants(self) -> dict[str, Any]:
         return self._impl.constants()
+
+    @contextmanager
+    def reference_runs(self, n: int) -> Iterator[None]:
+        """Within it, every timed run is preceded by a reference run over three arrays of ``n`` floats where the
+        executor times one (the C runner; :mod:`~pytest_autotune.measure.reference`): the lock's and the gate's
+        rounds, which need each run's machine state. ``n`` <= 0: none."""
+        before = self._impl.reference_n
+        self._impl.reference_n = max(0, int(n))
+        try:
+            yield
+        finally:
+            self._impl.reference_n = before
 
     # -- compile ahead (execution/compile_pool.py) ----------------------------------------
     def compile_stage(self) -> CompileStage | None:

@@ -13,7 +13,8 @@ Protocol on ``CONN_FD`` (a :class:`multiprocessing.connection.Connection`):
 2. parent -> the :class:`~.isolation.ExecutorRecipe`;
    worker -> ``("ready", device, constants)`` or ``("init_error", exc, text)``;
 3. parent -> ``("eval", params, keep_outputs, stop)``, or with a compile pool
-   ``("eval", params, keep_outputs, stop, artefact, pause)``; worker -> ``("result",
+   ``("eval", params, keep_outputs, stop, artefact, pause)``, and with reference runs
+   (measure/reference.py) their size after those; worker -> ``("result",
    measurement, healthy)`` or ``("raise", exc, text)``; ``("close",)`` or
    end of file ends the worker. With ``pause`` the worker sends ``("timing",
    True)`` before its timed runs and waits for ``("window open",)`` (the
@@ -125,11 +126,13 @@ def _timing_window(conn: Connection) -> Iterator[None]:
 
 
 def _evaluate(executor: Any, conn: Connection, params: Any, keep_outputs: bool, stop: Any = None,
-              artefact: Any = None, pause: bool = False) -> Any:
+              artefact: Any = None, pause: bool = False, reference_n: int = 0) -> Any:
     """One evaluation; with a compile pool's ``artefact`` the executor loads it instead of compiling.
 
     ``stop`` (early stopping) and ``artefact`` are passed only when set: an executor that times or
-    compiles nothing need not know about them."""
+    compiles nothing need not know about them. ``reference_n``: the reference runs' size for this evaluation
+    (0: none; an executor without reference runs ignores it)."""
+    executor.reference_n = int(reference_n)
     more: dict[str, Any] = {}
     if stop is not None:
         more["stop"] = stop

@@ -33,6 +33,12 @@ class GateCase:
     def __post_init__(self) -> None:
         object.__setattr__(self, "entry", as_entry(self.entry))
 
+    @property
+    def locked_reference_ms(self) -> float | None:
+        """The lock's reference runs' median (ms), where its rounds had them (measure/reference.py)."""
+        value = self.entry.machine.get("reference_ms")
+        return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
     def compare(self, locked: Sequence[float], new: Sequence[float]) -> Comparison:
         """``new`` against ``locked`` by this gate's tolerance and significance level."""
         return compare_samples(locked, new, self.tolerance * 100.0, self.alpha)
@@ -70,6 +76,14 @@ class FreshRound:
     preempted: int = 0
     """The kernel's runs another task interrupted that round, left out of ``samples``
     (:func:`~pytest_autotune.measure.timing.unpreempted`)."""
+    state: float | None = None
+    """Where the round's reference runs read a slower state than the lock's in (nearly) every run: by how
+    much (a time factor; the round is then not like-for-like). None: in the lock's state, or no reference."""
+    out_of_state: int = 0
+    """Runs left out of ``samples`` because their reference read a slower state than the lock's."""
+    shared: bool = False
+    """A neighbour shared the kernel's CPU throughout the round (too few runs nobody interrupted): the round
+    times the neighbour too, so it is no evidence of a regression (only of a pass, were it back in tolerance)."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +129,8 @@ class SlowerBeyondMachine:
     machine: MachineComparison | None
     """The slowest machine among the rounds unlike the lock's."""
     exponent: float
+    state: float | None = None
+    """The slowest state the reference runs read among rounds out of the lock's state (None: none was)."""
 
 
 @dataclass(frozen=True)
@@ -123,8 +139,11 @@ class MachineExplains:
 
     verdict: ClassVar[str] = "incomparable"
     comparison: Comparison
-    machine: MachineComparison
+    machine: MachineComparison | None
+    """The slowest probes among the rounds unlike the lock's (None: only the reference runs said so)."""
     exponent: float
+    state: float | None = None
+    """The slowest state the reference runs read among rounds out of the lock's state (None: none was)."""
 
 
 @dataclass(frozen=True)
@@ -162,7 +181,21 @@ class Undecided:
         return f"{change} in {self.like_rounds} of {self.rounds} like-for-like rounds"
 
 
-Decision = Union[Faded, SlowerLikeForLike, SlowerBeyondMachine, MachineExplains, NotSignificant, Undecided]
+@dataclass(frozen=True)
+class NeighbourShared:
+    """Every fresh round had a neighbour on the kernel's CPU throughout (too few runs nobody interrupted): not
+    comparable, since what the rounds timed was the kernel and the neighbour's time slices together."""
+
+    verdict: ClassVar[str] = "incomparable"
+    comparison: Comparison
+    """The rounds' samples, as measured, against the lock's."""
+    rounds: int
+    preempted: int
+    """Runs another task interrupted, over all the rounds."""
+
+
+Decision = Union[Faded, SlowerLikeForLike, SlowerBeyondMachine, MachineExplains, NotSignificant, NeighbourShared,
+                 Undecided]
 
 
 @dataclass
@@ -202,7 +235,10 @@ class RoundEvidence:
     def rows(self) -> list[dict[str, Any]]:
         """One record per round for the outcome (``GateOutcome.rounds``)."""
         return [{"cpu": r.cpu, "like": r.like, "machine": None if r.machine is None else round(r.machine.factor, 3),
-                 "change_pct": round(100 * (self.against_lock(r) - 1), 1), "preempted": r.preempted}
+                 "change_pct": round(100 * (self.against_lock(r) - 1), 1), "preempted": r.preempted,
+                 **({"state": round(r.state, 3)} if r.state is not None else {}),
+                 **({"out_of_state": r.out_of_state} if r.out_of_state else {}),
+                 **({"shared_cpu": True} if r.shared else {})}
                 for r in self.rounds]
 
     def decision(self, last: bool = False) -> Decision | None:
@@ -227,19 +263,24 @@ class RoundEvidence:
             if judged.slower:
                 return SlowerLikeForLike(judged, _slowest(like_machines), len(like), bool(like_machines),
                                          one_cpu=True, cpu=next(iter(like_cpus)), rounds=len(self.rounds))
-        beyond = self._pooled(self.rounds)
-        worst = _slowest([r.machine for r in self.rounds if not r.like and r.machine is not None])
+        judged = [r for r in self.rounds if not r.shared]  # a round a neighbour shared throughout is no evidence
+        if not judged:
+            return NeighbourShared(self._pooled(self.rounds), len(self.rounds), sum(r.preempted for r in self.rounds))
+        beyond = self._pooled(judged)
+        worst = _slowest([r.machine for r in judged if not r.like and r.machine is not None])
+        states = [r.state for r in judged if r.state is not None]
+        state = max(states) if states else None
         if beyond.slower:
-            return SlowerBeyondMachine(beyond, worst, self.rules.exponent)
-        if worst is not None:
-            return MachineExplains(beyond, worst, self.rules.exponent)
+            return SlowerBeyondMachine(beyond, worst, self.rules.exponent, state)
+        if worst is not None or state is not None:
+            return MachineExplains(beyond, worst, self.rules.exponent, state)
         return NotSignificant(beyond, len(like))
 
     def undecided(self, first: Comparison) -> Undecided:
         """What the rounds so far show, where the budget ends them undecided: the like-for-like rounds pooled
         (as they are judged), else every round corrected by the machine, else the first measurement."""
         like = [r for r in self.rounds if r.like]
-        shown = self._pooled(like or self.rounds) if self.rounds else first
+        shown = self._pooled(like or [r for r in self.rounds if not r.shared] or self.rounds) if self.rounds else first
         return Undecided(shown, len(like), len(self.rounds), any(r.machine is not None for r in self.rounds))
 
     def _pooled(self, rounds: Sequence[FreshRound]) -> Comparison:

@@ -10,7 +10,8 @@ from typing import Any, Mapping, Sequence
 from ..measure.timing import Comparison
 from ..results import Measurement
 from .budget import GateBudget, format_seconds
-from .evidence import Faded, GateCase, MachineExplains, NotSignificant, SlowerBeyondMachine, SlowerLikeForLike
+from .evidence import (Faded, GateCase, MachineExplains, NeighbourShared, NotSignificant, SlowerBeyondMachine,
+                       SlowerLikeForLike)
 from .probes import MachineComparison
 
 
@@ -58,7 +59,22 @@ def slower_like_for_like(case: GateCase, first: Comparison, decided: SlowerLikeF
 
 
 def slower_beyond_machine(case: GateCase, first: Comparison, decided: SlowerBeyondMachine) -> str:
-    return regression(case, first, decided.machine, decided.comparison, exponent=decided.exponent)
+    text = regression(case, first, decided.machine, decided.comparison, exponent=decided.exponent)
+    if decided.state is None:
+        return text
+    lines = text.split("\n")
+    said = [f"  {state_explains(decided.state, decided.exponent)}"]
+    if decided.machine is None:  # the probes said nothing: the change beyond the state is said here
+        said.append(f"  {decided.comparison.change_pct:+.1f}% beyond it")
+    return "\n".join(lines[:2] + said + lines[2:])
+
+
+def state_explains(state: float, exponent: float) -> str:
+    """``the reference runs beside the kernel's read the machine 1.92x slower than the lock's ...``: a round out
+    of the lock's state, and the most that state explains (measure/reference.py)."""
+    return (f"the reference run before each of the kernel's runs read this CPU {state:.2f}x slower than in the "
+            f"lock's rounds (a neighbour shared this CPU, or the host ran slower): that explains at most "
+            f"{(state ** exponent - 1) * 100:+.0f}%")
 
 
 def incomparable(case: GateCase, cmp: Comparison, machine: MachineComparison, exponent: float = 1.0) -> str:
@@ -70,7 +86,23 @@ def incomparable(case: GateCase, cmp: Comparison, machine: MachineComparison, ex
 
 
 def machine_explains(case: GateCase, first: Comparison, decided: MachineExplains) -> str:
-    return incomparable(case, first, decided.machine, decided.exponent)
+    if decided.machine is not None and (decided.state is None or not decided.machine.like_the_locks):
+        return incomparable(case, first, decided.machine, decided.exponent)  # the probes see another machine
+    assert decided.state is not None
+    return (f"autotune: kernel {case.kernel!r} in {case.nodeid} not comparable (a neighbour shared this CPU, or "
+            f"the host ran slower): {first.change_pct:+.1f}% against the locked samples, and "
+            f"{state_explains(decided.state, decided.exponent)}. Beyond it the kernel is within its tolerance. "
+            "Gate on a quieter machine, or give the gate more time to meet the lock's state (the tune marker's "
+            "gate_budget=, --autotune-kernel-gate-budget)")
+
+
+def neighbour_shared(case: GateCase, first: Comparison, decided: NeighbourShared) -> str:
+    return (f"autotune: kernel {case.kernel!r} in {case.nodeid} not comparable (a neighbour shared this CPU): "
+            f"{first.change_pct:+.1f}% against the locked samples, but in each of {decided.rounds} fresh round"
+            f"{'s' if decided.rounds != 1 else ''} another task interrupted nearly every run ({decided.preempted} "
+            "runs in all), so the rounds timed its time slices with the kernel's. Gate where the kernel's CPU is "
+            "not shared (fewer parallel jobs than CPUs, e.g. pytest -n), or give the gate more time "
+            "(gate_budget=)")
 
 
 def undecided(case: GateCase, first: Comparison, evidence: str, budget: GateBudget,

@@ -29,6 +29,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from ..measure.reference import TRIAD_SOURCE
+
 PROBE_VERSION = "c-triad-fma-samples-2"
 TRIAD_N = 1 << 22  # floats per array when the footprint is unknown: 16 MiB each
 TRIAD_N_RANGE = (1 << 14, 1 << 23)
@@ -39,12 +41,7 @@ CONFIDENCE = 0.98  # two-sided: each bound is a 99 % one-sided bound
 N_RESAMPLES = 2000
 QUANTILE = 25  # the probes' lower quartile: the gate judges the kernel on the faster half of its samples too
 
-PROBE_SOURCE = r"""
-void triad(float *a, const float *b, const float *c, float s, int n) {
-    for (int i = 0; i < n; i++)
-        a[i] = b[i] + s * c[i];
-}
-
+PROBE_SOURCE = TRIAD_SOURCE + r"""
 void fma_chains(float *out, int iterations) {
     float x0 = out[0], x1 = out[1], x2 = out[2], x3 = out[3], x4 = out[4], x5 = out[5], x6 = out[6], x7 = out[7];
     const float m = 0.999999f, k = 1e-7f;

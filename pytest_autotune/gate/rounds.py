@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import time
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..measure.timing import faster_half, unpreempted
+from ..measure.reference import in_reference_state
+from ..measure.timing import MIN_UNPREEMPTED, OFFCPU_MS, OFFCPU_SHARE, faster_half, unpreempted_mask
 from ..results import Measurement
 from ..execution.isolation import sharing_one_cpu, usable_cpus
 from .probes import pool_probes
@@ -93,6 +94,13 @@ def rotating_pin(*runners: Any) -> Pin:
     return lambda i: sharing_one_cpu(*runners, cpu=cpus[i % len(cpus)], here=True)
 
 
+def reference_runs(runner: Any, n: int | None) -> AbstractContextManager:
+    """The runner's reference runs of size ``n`` for the rounds within (:mod:`~pytest_autotune.measure.reference`);
+    nothing where the runner has none (a GPU's, a replay) or no size is known."""
+    start = getattr(runner, "reference_runs", None)
+    return start(n) if callable(start) and n else nullcontext()
+
+
 @dataclass
 class Round:
     """One round: each configuration's measurement, between two runs of the probes."""
@@ -117,10 +125,59 @@ class Round:
 def unpreempted_runs(m: Measurement) -> tuple[list[float], int]:
     """A measurement's runs that no other task interrupted, and how many were left out
     (:func:`~pytest_autotune.measure.timing.unpreempted` over its ``offcpu_ms``; all runs without it)."""
+    runs = judged_runs(m)
+    return runs.samples, runs.preempted
+
+
+@dataclass(frozen=True)
+class JudgedRuns:
+    """The runs of a measurement the gate judges, and why the others were left out."""
+
+    samples: list[float]
+    """Runs no other task interrupted and, where the lock's reference is known, in the lock's state."""
+    preempted: int = 0
+    """Runs another task interrupted (:func:`~pytest_autotune.measure.timing.unpreempted`)."""
+    state: float | None = None
+    """The machine's state over the judged runs, as their reference runs read it against the lock's (1.0: the
+    lock's; 2.0: twice as slow); None without reference runs (:mod:`~pytest_autotune.measure.reference`)."""
+    out_of_state: int = 0
+    """Undisturbed runs left out because their reference read a slower state than the lock's."""
+    references: list[float] = field(default_factory=list)
+    """The undisturbed runs' reference times (ms), aligned with the measurement's undisturbed runs."""
+
+    in_lock_state: bool = True
+    """Judged in the lock's state: enough runs' references read it (or no reference said otherwise)."""
+    shared_cpu: bool = False
+    """Another task interrupted so many runs that fewer than :data:`~.timing.MIN_UNPREEMPTED` were left: a
+    neighbour shared the kernel's CPU throughout, and the runs (all kept in ``samples``) time it, not the kernel."""
+
+
+def judged_runs(m: Measurement, locked_reference_ms: float | None = None, tolerance: float = 0.0) -> JudgedRuns:
+    """The runs of ``m`` to judge: those no other task interrupted and, with ``locked_reference_ms`` (the lock's
+    reference median), those whose reference run read the lock's state
+    (:func:`~pytest_autotune.measure.reference.in_reference_state`)."""
     if not m.samples:
-        return [float(m.value)], 0  # type: ignore[arg-type]
-    offcpu = m.extra.get("offcpu_ms") if isinstance(m.extra, dict) else None
-    return unpreempted(m.samples, offcpu if isinstance(offcpu, list) else None)
+        return JudgedRuns([float(m.value)])  # type: ignore[arg-type]
+    extra = m.extra if isinstance(m.extra, dict) else {}
+    offcpu, reference = extra.get("offcpu_ms"), extra.get("reference_ms")
+    samples = list(m.samples)
+    accounted = isinstance(offcpu, list) and len(offcpu) == len(samples)
+    mask = unpreempted_mask(samples, offcpu if accounted else None)
+    shared = accounted and mask is None and len(samples) >= MIN_UNPREEMPTED and any(
+        off > OFFCPU_MS + OFFCPU_SHARE * x for x, off in zip(samples, offcpu))
+    mask = mask or [True] * len(samples)
+    kept = [x for x, keep in zip(samples, mask) if keep]
+    # where shared, every run is kept but the interrupted ones are counted
+    preempted = sum(off > OFFCPU_MS + OFFCPU_SHARE * x for x, off in zip(samples, offcpu)) if shared else \
+        mask.count(False)
+    if not isinstance(reference, list) or len(reference) != len(samples):
+        return JudgedRuns(kept, preempted, shared_cpu=shared)
+    refs = [r for r, keep in zip(reference, mask) if keep]
+    if not locked_reference_ms:
+        return JudgedRuns(kept, preempted, references=refs, shared_cpu=shared)
+    judged, state = in_reference_state(kept, refs, locked_reference_ms, tolerance)
+    in_state = state is not None and state <= 1 + tolerance
+    return JudgedRuns(judged, preempted, state, len(kept) - len(judged), refs, in_state, shared)
 
 
 def measure_round(i: int, measures: Sequence[Measure], probe: Probe | None, pin: Pin | None,
@@ -187,5 +244,13 @@ def best_state_rounds(measures: Sequence[Measure], probe: Probe | None, pin: Pin
         done.append(r)
         speeds.append(float(np.median(faster_half(r.samples(0)))))
     kept = [r for r, speed in zip(done, speeds) if speed <= min(speeds) * (1 + tolerance)]
-    samples = [[x for r in kept for x in r.samples(j)] for j in range(len(measures))]
-    return samples, pool_probes([p for r in kept for p in r.probes]), len(kept)
+    # with reference runs (measure/reference.py): the lock's state is its kept rounds' reference median, and its
+    # samples the runs in that state, judged as the gate will judge its own
+    references = [x for r in kept for x in judged_runs(r.measurements[0]).references]
+    reference_ms = float(np.median(references)) if references else None
+    samples = [[x for r in kept for x in judged_runs(r.measurements[j], reference_ms, tolerance).samples]
+               for j in range(len(measures))]
+    machine = pool_probes([p for r in kept for p in r.probes])
+    if reference_ms is not None:
+        machine = {**(machine or {}), "reference_ms": round(reference_ms, 6)}
+    return samples, machine, len(kept)

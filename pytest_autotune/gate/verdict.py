@@ -38,11 +38,11 @@ from ..measure.timing import Comparison, faster_half
 from ..results import Measurement
 from . import messages
 from .budget import UNLIMITED, GateBudget
-from .evidence import (Decision, Faded, FreshRound, GateCase, MachineExplains, NotSignificant, RoundEvidence, RoundRules,
+from .evidence import (Decision, Faded, FreshRound, GateCase, MachineExplains, NeighbourShared, NotSignificant, RoundEvidence, RoundRules,
                        SlowerBeyondMachine, SlowerLikeForLike, Undecided)
 from .messages import retune_command
 from .probes import MachineComparison, compare_machines, pool_probes
-from .rounds import Measure, Pin, Probe, Round, measure_round, unpreempted_runs
+from .rounds import Measure, Pin, Probe, Round, judged_runs, measure_round, unpreempted_runs
 
 __all__ = ["AB_ROUNDS", "AB_CONFIRM_BLOCKS", "CONFIRM_PAUSE_S", "ROUND_PAUSES_S", "MORE_ROUND_PAUSES_S", "LIKE_ROUNDS",
            "ONE_CPU_ROUNDS", "MIN_ROUNDS", "MISMATCH_EXPONENT", "GateOutcome", "EntryCheck", "LockedSourceUnusable",
@@ -208,7 +208,7 @@ def run_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measurement: Me
     case = GateCase(kernel, nodeid, entry, tolerance, alpha)
     if not measurement.ok:
         return _broken(case, measurement)
-    new_samples: Sequence[float] = _samples(measurement)
+    new_samples: Sequence[float] = judged_runs(measurement, case.locked_reference_ms, tolerance).samples
     cmp = case.compare(case.entry.samples, new_samples)
     outcome = GateOutcome("pass", cmp, measurement, absolute=cmp)
     if cmp.slower and remeasure is not None:
@@ -299,9 +299,15 @@ def _read_round(case: GateCase, r: Round, given: MachineComparison | None) -> Fr
     mc = given if given is not None else (
         compare_machines(case.entry.machine, pool_probes(r.probes), case.tolerance, bounds=False)
         if r.probes else None)
-    like = mc is None or (given is None and mc.like_the_locks)
+    runs = judged_runs(r.measurements[0], case.locked_reference_ms, case.tolerance)
+    like = (mc is None or (given is None and mc.like_the_locks)) and runs.in_lock_state and not runs.shared_cpu
     divisor = 1.0 if mc is None else max(1.0, mc.slowdown) if given is not None else round_divisor(mc.factor, like)
-    return FreshRound(r.cpu, faster_half(r.samples()), mc, like, divisor, r.preempted())
+    state = None
+    if not runs.in_lock_state and runs.state is not None:  # its reference runs read a slower state throughout
+        state = runs.state
+        divisor = max(divisor, round_divisor(state, False))
+    return FreshRound(r.cpu, faster_half(runs.samples), mc, like, divisor, runs.preempted, state, runs.out_of_state,
+                      runs.shared_cpu)
 
 
 def _conclude(case: GateCase, outcome: GateOutcome, first: Comparison, decision: Decision,
@@ -323,6 +329,8 @@ def _conclude(case: GateCase, outcome: GateOutcome, first: Comparison, decision:
     elif isinstance(decision, MachineExplains):
         outcome.machine = decision.machine
         outcome.message = messages.machine_explains(case, first, decision)
+    elif isinstance(decision, NeighbourShared):
+        outcome.message = messages.neighbour_shared(case, first, decision)
     elif isinstance(decision, NotSignificant):
         outcome.notes.append(messages.not_significant(decision))
 

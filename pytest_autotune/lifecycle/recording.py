@@ -11,7 +11,8 @@ from ..engine.evaluator import EvaluationRecord
 from ..engine.tuner import TuneResult, params_key
 from ..gate.probes import GPU_PROBE_VERSION, PROBE_VERSION, cpu_kinds, fma_ns_per_iteration, probe_sizes, probes_for
 from ..gate.retune import RetuneDecision
-from ..gate.rounds import LOCK_ROUNDS, best_state_rounds, lock_pauses, lock_runners_up, rotating_pin
+from ..gate.rounds import (LOCK_ROUNDS, best_state_rounds, lock_pauses, lock_runners_up, reference_runs,
+                           rotating_pin)
 from ..lock.devices import cpu_record
 from ..lock.entry import LockEntry
 from ..lock.lockfile import utc_timestamp
@@ -78,10 +79,13 @@ def build_entry(k: KernelCall, test: str, settings: TuneSettings, result: TuneRe
         unconfirmed = [i for i, r in enumerate(ups) if not result.confirmed_samples(r.params)]
         with_winner = unconfirmed[:lock_runners_up([_evaluation_s(ups[i]) for i in unconfirmed],
                                                    n_rounds + len(pauses), tuning_s)]
-        rounds = best_state_rounds(
-            [lambda p=dict(p): runner.evaluate(p) for p in [decision.params, *(ups[i].params for i in with_winner)]],
-            lambda: probes_for(device.kind, sizes, fresh=True, make=k.probe_make), rotating_pin(runner),
-            s.tolerance, rounds=n_rounds, more_pauses_s=pauses, on_round=on_round)
+        with reference_runs(runner, sizes["triad_n"]):  # each run's machine state (measure/reference.py)
+            rounds = best_state_rounds(
+                [lambda p=dict(p): runner.evaluate(p) for p in [decision.params, *(ups[i].params for i in with_winner)]],
+                lambda: probes_for(device.kind, sizes, fresh=True, make=k.probe_make), rotating_pin(runner),
+                s.tolerance, rounds=n_rounds, more_pauses_s=pauses, on_round=on_round)
+        if rounds is not None and rounds[1] and "reference_ms" in rounds[1]:
+            rounds[1]["reference_n"] = sizes["triad_n"]
     if rounds is not None:
         (samples, *retimed_samples), machine, _kept = rounds
         for i, xs in zip(with_winner, retimed_samples):

@@ -33,7 +33,7 @@ from ..gate.budget import GateBudget, format_seconds
 from ..gate.static import StaticComparison, compare_profiles, evidence_note
 from ..gate.probes import GPU_PROBE_VERSION, PROBE_VERSION, cpu_kinds, probes_for
 from ..gate.retune import RetuneDecision, decide
-from ..gate.rounds import rotating_pin
+from ..gate.rounds import reference_runs, rotating_pin
 from ..gate.trust import UntrustedEntry, describe as describe_refusal, trusted_build, trusted_params, \
     trusted_probe_sizes, trusted_runners_up
 from ..gate.verdict import EntryCheck, GateOutcome, LockedSourceUnusable, check_entry, retune_command, run_ab_gate, \
@@ -468,10 +468,13 @@ class KernelLifecycle:
                                   make=k.probe_make)
 
             rival = (lambda p: runner.evaluate(p)) if opts.ranking else None
-            outcome = run_gate(label, test, entry, measure_current(), s.tolerance, s.alpha, rival,
-                               remeasure=measure_current, on_round=self._phase_of(label, "gate rounds"),
-                               probe=probe if recorded.get("probe") in (PROBE_VERSION, GPU_PROBE_VERSION) else None,
-                               pin=rotating_pin(runner) if kind in cpu_kinds() else None, budget=budget)
+            # where the lock's rounds had reference runs, the gate's runs have them too (measure/reference.py)
+            with reference_runs(runner, recorded.get("reference_n") if recorded.get("reference_ms") else None):
+                outcome = run_gate(label, test, entry, measure_current(), s.tolerance, s.alpha, rival,
+                                   remeasure=measure_current, on_round=self._phase_of(label, "gate rounds"),
+                                   probe=probe if recorded.get("probe") in (PROBE_VERSION, GPU_PROBE_VERSION)
+                                   else None, pin=rotating_pin(runner) if kind in cpu_kinds() else None,
+                                   budget=budget)
         files = changed_files(k, entry)
         changes = [*toolchain_changes(entry, {**runner.device().versions, **k.toolchain})]
         if entry.test not in (None, test):

@@ -277,9 +277,13 @@ def _normalize_entry(entry: Any) -> dict[str, Any]:
     _check_source_fields(out)
     if "machine" in out:
         machine = _need_mapping(out, "machine")
-        for name in ("triad_n", "fma_iterations"):
+        for name in ("triad_n", "fma_iterations", "reference_n"):
             if name in machine and (not _is_int(machine[name]) or machine[name] < 1):
                 raise InvalidField(_join("machine", name), f"must be a positive integer, got {describe_value(machine[name])}")
+        if "reference_ms" in machine:  # the lock's reference runs' median (measure/reference.py)
+            _need_number(machine, "reference_ms", "machine")
+            if not 0 < machine["reference_ms"] < float("inf"):
+                raise InvalidField("machine.reference_ms", f"must be a positive time (ms), got {describe_value(machine['reference_ms'])}")
     if "cpu" in out:
         _need_mapping(out, "cpu")
     if "strategy" in out:

@@ -298,12 +298,18 @@ def unpreempted(samples: Sequence[float], offcpu: Sequence[float] | None) -> tup
     time slice, not the kernel: on the 2-core CI host one running beside a spinner on its CPU read 8 ms more
     than the kernel's 1.7 ms. Where too few runs were undisturbed (the CPU shared throughout) every run is kept,
     so the round is judged as it was measured. ``offcpu`` aligned with ``samples`` (None: no accounting)."""
+    mask = unpreempted_mask(samples, offcpu)
+    if mask is None:
+        return list(samples), 0
+    return [x for x, keep in zip(samples, mask) if keep], mask.count(False)
+
+
+def unpreempted_mask(samples: Sequence[float], offcpu: Sequence[float] | None) -> list[bool] | None:
+    """Which runs :func:`unpreempted` keeps (None: every run, no accounting or too few undisturbed runs)."""
     if not offcpu or len(offcpu) != len(samples):
-        return list(samples), 0
-    kept = [x for x, off in zip(samples, offcpu) if off <= OFFCPU_MS + OFFCPU_SHARE * x]
-    if len(kept) < MIN_UNPREEMPTED:
-        return list(samples), 0
-    return kept, len(samples) - len(kept)
+        return None
+    mask = [off <= OFFCPU_MS + OFFCPU_SHARE * x for x, off in zip(samples, offcpu)]
+    return mask if mask.count(True) >= MIN_UNPREEMPTED else None
 
 
 def compare_samples(

@@ -1,0 +1,166 @@
+"""Reference runs interleaved with the kernel's (issue 43): each timed run of a C kernel is preceded by a triad
+over the kernel's footprint, so the gate knows the machine's state at every run. Runs the reference reads in a
+slower state than the lock's are left out; a round in a slower state throughout is not like-for-like, and the
+most that state explains is taken off before a regression is called."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from pytest_autotune.gate.rounds import judged_runs, reference_runs
+from pytest_autotune.gate.trust import UntrustedEntry, trusted_probe_sizes
+from pytest_autotune.gate.verdict import run_gate
+from pytest_autotune.lock.entry import InvalidEntryError, normalize_entry
+from pytest_autotune.measure.reference import MIN_IN_STATE, in_reference_state
+from pytest_autotune.measure.timing import TimingStats
+from pytest_autotune.results import Measurement
+from pytest_autotune.runners import KernelSpec, make_runner
+
+RNG = np.random.default_rng(43)
+LOCKED_REFERENCE = 0.10  # ms
+ENTRY = {"params": {"X": 1}, "samples": [1.0 + 0.002 * i for i in range(32)], "tolerance": 0.1,
+         "machine": {"reference_ms": LOCKED_REFERENCE, "reference_n": 1 << 14}}
+
+
+def test_runs_in_a_slower_state_are_left_out_and_a_slower_state_throughout_is_measured() -> None:
+    samples = [1.0, 2.0, 1.0, 1.0, 2.1, 1.0]
+    reference = [0.10, 0.21, 0.10, 0.105, 0.2, 0.10]
+    kept, state = in_reference_state(samples, reference, LOCKED_REFERENCE, 0.1)
+    assert kept == [1.0, 1.0, 1.0, 1.0] and state == pytest.approx(1.0)
+    # every run in the slower state: all runs, and by how much the machine was slower
+    kept, state = in_reference_state([2.0] * 6, [0.2] * 6, LOCKED_REFERENCE, 0.1)
+    assert kept == [2.0] * 6 and state == pytest.approx(2.0)
+    assert MIN_IN_STATE == 4
+    # no reference, a misaligned one, or no lock reference: every run counts, nothing said of the state
+    for reference, locked in ((None, 0.1), ([0.1] * 5, 0.1), ([0.1] * 6, None)):
+        assert in_reference_state([1.0] * 6, reference, locked, 0.1) == ([1.0] * 6, None)
+
+
+def _measurement(samples: list[float], reference: list[float], offcpu: list[float] | None = None) -> Measurement:
+    extra = {"reference_ms": reference, **({"offcpu_ms": offcpu} if offcpu is not None else {})}
+    return Measurement(params={"X": 1}, value=float(np.median(samples)), samples=samples, extra=extra)
+
+
+def test_judged_runs_leave_out_the_preempted_first_then_those_out_of_state() -> None:
+    m = _measurement([1.0, 9.0, 2.0, 1.0, 1.0, 1.0], [0.1, 0.1, 0.2, 0.1, 0.1, 0.1], [0, 8.0, 0, 0, 0, 0])
+    runs = judged_runs(m, LOCKED_REFERENCE, 0.1)
+    assert runs.samples == [1.0, 1.0, 1.0, 1.0] and runs.preempted == 1 and runs.out_of_state == 1
+    assert runs.in_lock_state and not runs.shared_cpu
+    slow = judged_runs(_measurement([2.0] * 8, [0.19] * 8), LOCKED_REFERENCE, 0.1)
+    assert not slow.in_lock_state and slow.state == pytest.approx(1.9) and slow.samples == [2.0] * 8
+    # every run interrupted: a neighbour shared the CPU throughout
+    shared = judged_runs(_measurement([3.0] * 8, [0.1] * 8, [2.0] * 8), LOCKED_REFERENCE, 0.1)
+    assert shared.shared_cpu and shared.preempted == 8 and shared.samples == [3.0] * 8
+
+
+def _slow_state() -> Measurement:
+    """The host's slower state (issue 43's bimodal host): kernel and reference both about 2x the lock's."""
+    return _measurement(list(2.0 + 0.05 * RNG.random(16)), list(0.2 + 0.005 * RNG.random(16)))
+
+
+def _mixed_state(factor: float = 1.0) -> Measurement:
+    """Half the runs in the lock's state, half in the slower one (states switch within a second)."""
+    fast, slow = list(factor * (1.0 + 0.02 * RNG.random(8))), list(factor * (2.0 + 0.05 * RNG.random(8)))
+    return _measurement(fast + slow, [0.1] * 8 + [0.2] * 8)
+
+
+def _no_reference(m: Measurement) -> Measurement:
+    m.extra = {}
+    return m
+
+
+@pytest.mark.parametrize("with_reference", [False, True], ids=["today", "reference runs"])
+def test_a_kernel_in_the_hosts_slower_state_is_not_called_a_regression(with_reference: bool) -> None:
+    """Today's gate (no reference runs) read the host's slower state as the kernel's +100 % in every round;
+    with the reference before each run the rounds are out of the lock's state, and that state explains it."""
+    measure = _slow_state if with_reference else (lambda: _no_reference(_slow_state()))
+    outcome = run_gate("k", "t.py::t", ENTRY, measure(), 0.1, 0.01, remeasure=measure, pauses_s=[0.0] * 6)
+    if not with_reference:
+        assert outcome.verdict == "slower", outcome.message
+        return
+    assert outcome.verdict == "incomparable", outcome.message
+    assert "not comparable (a neighbour shared this CPU, or the host ran slower)" in outcome.message
+    assert "read this CPU 2.0" in outcome.message and all(not r["like"] and r["state"] > 1.9 for r in outcome.rounds)
+
+
+def test_runs_in_the_locks_state_decide_a_mixed_round() -> None:
+    """Half of each round in the slower state: judged on the runs the reference read in the lock's state, the
+    unchanged kernel passes at once, and one made 1.3x slower is caught."""
+    unchanged = run_gate("k", "t.py::t", ENTRY, _mixed_state(), 0.1, 0.01, remeasure=_mixed_state,
+                         pauses_s=[0.0] * 6)
+    assert unchanged.verdict == "pass" and not unchanged.rounds, unchanged.message
+    slower = run_gate("k", "t.py::t", ENTRY, _mixed_state(1.3), 0.1, 0.01, remeasure=lambda: _mixed_state(1.3),
+                      pauses_s=[0.0] * 6)
+    assert slower.verdict == "slower" and "got slower than its lock allows" in slower.message, slower.message
+
+
+def test_a_regression_beyond_what_the_slower_state_explains_is_still_caught() -> None:
+    """x3 while the reference reads the machine 1.2x slower than the lock's: the state explains at most 1.2x
+    squared (+47 %), the rest is the kernel's."""
+    def slower() -> Measurement:
+        return _measurement(list(3.0 + 0.05 * RNG.random(16)), list(0.12 + 0.002 * RNG.random(16)))
+
+    outcome = run_gate("k", "t.py::t", ENTRY, slower(), 0.1, 0.01, remeasure=slower, pauses_s=[0.0] * 6)
+    assert outcome.verdict == "slower", outcome.message
+    assert "read this CPU 1.2" in outcome.message and "beyond it" in outcome.message
+
+
+def test_the_c_runner_times_a_reference_before_each_run_only_when_asked() -> None:
+    n = 1 << 14
+    a = np.ones(n, np.float32)
+    code = "void k(float *a, int n) { for (int i = 0; i < n; i++) a[i] = a[i] * 0.5f + 1.0f; }"
+    for isolate in (True, False):
+        runner = make_runner(KernelSpec(code, "k", 1, [a, np.int32(n)], lang="c"), "c", isolate=isolate,
+                             measure={"min_iterations": 6, "max_iterations": 6})
+        try:
+            assert "reference_ms" not in runner.evaluate({}).extra
+            with reference_runs(runner, 1 << 12):
+                m = runner.evaluate({})
+            after = runner.evaluate({})
+        finally:
+            runner.close()
+        assert m.ok and len(m.extra["reference_ms"]) == len(m.samples) == 6
+        assert all(0 < r < 50 for r in m.extra["reference_ms"])
+        assert "reference_ms" not in after.extra
+
+
+def test_the_lock_records_its_reference_and_the_gate_uses_it(pytester: pytest.Pytester) -> None:
+    """Tuned through the plugin: the lock's entry keeps its reference runs' median and size; the gate of the
+    unchanged kernel passes with them."""
+    pytester.makepyfile(test_k="""
+        import numpy as np, pytest
+        K = "void k(float *a, const float *b, int n) { for (int r = 0; r < R; r++) for (int i = 0; i < n; i++) a[i] = a[i] * 0.999f + b[i]; }"
+        n = 1 << 14
+        @pytest.mark.tune(params={"R": [8, 16]})
+        def test_k(autotune):
+            autotune.kernel(K, "k", 1, args=[np.zeros(n, np.float32), np.ones(n, np.float32), np.int32(n)], lang="c",
+                            verify=lambda *x: True)
+    """)
+    assert pytester.runpytest_subprocess("--autotune", "-p", "no:cacheprovider").ret == 0
+    (lockfile,) = (pytester.path / "autotune.lock").glob("cpu-*.json")
+    (entry,) = json.loads(lockfile.read_text())["entries"].values()
+    machine = entry["machine"]
+    assert machine["reference_ms"] > 0 and machine["reference_n"] == machine["triad_n"]
+    assert pytester.runpytest_subprocess("-p", "no:cacheprovider").ret == 0
+
+
+@pytest.mark.parametrize("field, value, says", [
+    ("reference_ms", -1.0, "machine.reference_ms: must be a positive time"),
+    ("reference_ms", "fast", "machine.reference_ms: must be a number"),
+    ("reference_n", 0, "machine.reference_n: must be a positive integer"),
+])
+def test_a_tampered_reference_is_refused_naming_the_field(field: str, value: object, says: str) -> None:
+    raw = {"params": {"X": 1}, "samples": [1.0], "stats": TimingStats.from_samples([1.0]).as_dict(samples=False),
+           "hashes": {"source": "a", "space": "b", "problem": "c"},
+           "machine": {"reference_ms": 0.1, "reference_n": 1024, field: value}}
+    with pytest.raises(InvalidEntryError, match=says.replace(".", r"\.")):
+        normalize_entry(raw)
+
+
+def test_a_reference_size_from_a_lock_stays_in_the_probes_range() -> None:
+    machine = {"triad_n": 1 << 14, "fma_iterations": 1 << 14}
+    assert trusted_probe_sizes({"machine": {**machine, "reference_n": 1 << 14}}, path="l", key="k")["reference_n"]
+    with pytest.raises(UntrustedEntry, match=r"machine.reference_n = 1099511627776 is outside the reference runs"):
+        trusted_probe_sizes({"machine": {**machine, "reference_n": 1 << 40}}, path="l", key="k")
