@@ -30,7 +30,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..measure.reference import TRIAD_SOURCE
+from ..measure.reference import CHAIN_ITERATIONS, REFERENCE_SOURCE
 from ..measure.timing import MeasureOptions
 from ..results import FailureKind
 from ..execution.compile_pool import CompiledArtefact, CompilerProcesses, artefact_cache_dir
@@ -193,7 +193,7 @@ class CExecutor(CompiledKernelExecutor):
         self.cache_hits = 0
         self.cache_misses = 0
         self._last_cache_hit = False
-        self._reference: ReferenceTriad | None = None
+        self._reference: ReferenceRun | None = None
 
     def device(self) -> DeviceInfo:
         return self._device
@@ -278,14 +278,14 @@ class CExecutor(CompiledKernelExecutor):
         super().prepare_run()
         if self.reference_n:  # the machine's state just before this run (measure/reference.py)
             try:
-                self.reference.append(self._reference_triad().run())
+                self.reference.append(self._reference_run().run())
             except (CompileFailed, BackendUnavailable):  # no reference here: the runs are judged as they are
                 self.reference_n = 0
                 self.reference.clear()
 
-    def _reference_triad(self) -> "ReferenceTriad":
+    def _reference_run(self) -> "ReferenceRun":
         if self._reference is None or self._reference.n != self.reference_n:
-            self._reference = ReferenceTriad(self.reference_n, self.cache_dir)
+            self._reference = ReferenceRun(self.reference_n, self.cache_dir)
         return self._reference
 
     def run_once(self, kernel: Any, geometry: Geometry) -> None:
@@ -312,30 +312,36 @@ class CExecutor(CompiledKernelExecutor):
         return views
 
 
-class ReferenceTriad:
-    """The reference run (:mod:`~pytest_autotune.measure.reference`): a triad over three arrays of ``n`` floats,
-    built with the default compiler and flags whatever the kernel's build uses, so that a change of the
-    kernel's toolchain or flags does not move it."""
+class ReferenceRun:
+    """The reference run (:mod:`~pytest_autotune.measure.reference`): a triad over three arrays of ``n`` floats
+    and a few microseconds of multiply-add chains, built with the default compiler and flags whatever the
+    kernel's build uses, so that a change of the kernel's toolchain or flags does not move it."""
 
     def __init__(self, n: int, cache_dir: str | os.PathLike | None = None) -> None:
         self.n = int(n)
         self.arrays = [np.zeros(self.n, np.float32), np.ones(self.n, np.float32), np.full(self.n, 2.0, np.float32)]
-        spec = KernelSpec(TRIAD_SOURCE, "triad", 1, [*self.arrays, np.float32(1.5), np.int32(self.n)], lang="c")
-        library, _ = CCompileStage(spec, cache_dir=cache_dir).library(TRIAD_SOURCE, "triad")
+        self.chain_state = np.ones(4, np.float32)
+        spec = KernelSpec(REFERENCE_SOURCE, "triad", 1, [*self.arrays, np.float32(1.5), np.int32(self.n)], lang="c")
+        library, _ = CCompileStage(spec, cache_dir=cache_dir).library(REFERENCE_SOURCE, "triad")
         try:
             self._lib = ctypes.CDLL(str(library), mode=os.RTLD_LOCAL | os.RTLD_NOW)
         except OSError as exc:
-            raise CompileFailed(f"cannot load the reference triad {library}: {exc}") from None
-        self._fn = self._lib.triad
-        self._fn.restype = None
-        self._fn.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_float, ctypes.c_int]
-        self._args = [*(a.ctypes.data for a in self.arrays), 1.5, self.n]
+            raise CompileFailed(f"cannot load the reference run {library}: {exc}") from None
+        self._triad, self._chains = self._lib.triad, self._lib.chains
+        self._triad.restype = self._chains.restype = None
+        self._triad.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_float, ctypes.c_int]
+        self._chains.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        self._triad_args = [*(a.ctypes.data for a in self.arrays), 1.5, self.n]
+        self._chain_args = [self.chain_state.ctypes.data, CHAIN_ITERATIONS]
 
-    def run(self) -> float:
-        """One run's wall time (ms)."""
+    def run(self) -> tuple[float, float]:
+        """One run of each: the triad's and the chains' wall times (ms)."""
         t0 = perf_counter_ns()
-        self._fn(*self._args)
-        return (perf_counter_ns() - t0) * 1e-6
+        self._triad(*self._triad_args)
+        t1 = perf_counter_ns()
+        self._chains(*self._chain_args)
+        t2 = perf_counter_ns()
+        return (t1 - t0) * 1e-6, (t2 - t1) * 1e-6
 
 
 class CRunner(HostedRunner):

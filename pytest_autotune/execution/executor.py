@@ -81,7 +81,7 @@ class Executor(abc.ABC):
         # Where set (floats per array, by the parent: HostedRunner.reference_runs), a reference run precedes
         # each timed run, its time in ``reference`` (measure/reference.py). Executors without one ignore it.
         self.reference_n = 0
-        self.reference: list[float] = []
+        self.reference: list[tuple[float, float]] = []  # (triad, chains) ms, see measure/reference.py
 
     @abc.abstractmethod
     def device(self) -> DeviceInfo: ...
@@ -108,7 +108,9 @@ class Executor(abc.ABC):
             self.offcpu.clear()
         if self.reference:  # the reference run before each timed run, aligned with the samples
             if len(self.reference) >= len(samples):
-                extra["reference_ms"] = [round(x, 5) for x in self.reference[len(self.reference) - len(samples):]]
+                runs = self.reference[len(self.reference) - len(samples):]
+                extra["reference_ms"] = [round(t, 5) for t, _ in runs]
+                extra["reference_chains_ms"] = [round(c, 5) for _, c in runs]
             self.reference.clear()
         extra["objective"] = measure.objective
         timings["total_s"] = perf_counter() - start

@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Sequence, Union
 import numpy as np
 
 from ..lock.entry import LockEntry, as_entry
+from ..measure.reference import LockedReference
 from ..measure.timing import Comparison, compare_samples, faster_half
 from .probes import MachineComparison
 
@@ -34,10 +35,9 @@ class GateCase:
         object.__setattr__(self, "entry", as_entry(self.entry))
 
     @property
-    def locked_reference_ms(self) -> float | None:
-        """The lock's reference runs' median (ms), where its rounds had them (measure/reference.py)."""
-        value = self.entry.machine.get("reference_ms")
-        return float(value) if isinstance(value, (int, float)) and value > 0 else None
+    def locked_reference(self) -> LockedReference | None:
+        """The lock's reference runs, where its rounds had them (measure/reference.py)."""
+        return LockedReference.of(self.entry.machine)
 
     def compare(self, locked: Sequence[float], new: Sequence[float]) -> Comparison:
         """``new`` against ``locked`` by this gate's tolerance and significance level."""

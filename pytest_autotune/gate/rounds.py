@@ -30,8 +30,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..measure.reference import in_reference_state
-from ..measure.timing import MIN_UNPREEMPTED, OFFCPU_MS, OFFCPU_SHARE, faster_half, unpreempted_mask
+from ..measure.reference import LockedReference, in_reference_state
+from ..measure.timing import MIN_UNPREEMPTED, faster_half, interrupted
 from ..results import Measurement
 from ..execution.isolation import sharing_one_cpu, usable_cpus
 from .probes import pool_probes
@@ -142,8 +142,10 @@ class JudgedRuns:
     lock's; 2.0: twice as slow); None without reference runs (:mod:`~pytest_autotune.measure.reference`)."""
     out_of_state: int = 0
     """Undisturbed runs left out because their reference read a slower state than the lock's."""
-    references: list[float] = field(default_factory=list)
-    """The undisturbed runs' reference times (ms), aligned with the measurement's undisturbed runs."""
+    triads: list[float] = field(default_factory=list)
+    """The undisturbed runs' reference triad times (ms), aligned with the measurement's undisturbed runs."""
+    chains: list[float] = field(default_factory=list)
+    """The same runs' reference chain times (ms); empty where the measurement has none."""
 
     in_lock_state: bool = True
     """Judged in the lock's state: enough runs' references read it (or no reference said otherwise)."""
@@ -152,32 +154,36 @@ class JudgedRuns:
     neighbour shared the kernel's CPU throughout, and the runs (all kept in ``samples``) time it, not the kernel."""
 
 
-def judged_runs(m: Measurement, locked_reference_ms: float | None = None, tolerance: float = 0.0) -> JudgedRuns:
-    """The runs of ``m`` to judge: those no other task interrupted and, with ``locked_reference_ms`` (the lock's
-    reference median), those whose reference run read the lock's state
+def judged_runs(m: Measurement, locked: LockedReference | None = None, tolerance: float = 0.0) -> JudgedRuns:
+    """The runs of ``m`` to judge: those no other task interrupted and, with the lock's reference runs
+    (``locked``), those whose reference read the lock's state
     (:func:`~pytest_autotune.measure.reference.in_reference_state`)."""
     if not m.samples:
         return JudgedRuns([float(m.value)])  # type: ignore[arg-type]
     extra = m.extra if isinstance(m.extra, dict) else {}
-    offcpu, reference = extra.get("offcpu_ms"), extra.get("reference_ms")
+    offcpu = extra.get("offcpu_ms")
     samples = list(m.samples)
-    accounted = isinstance(offcpu, list) and len(offcpu) == len(samples)
-    mask = unpreempted_mask(samples, offcpu if accounted else None)
-    shared = accounted and mask is None and len(samples) >= MIN_UNPREEMPTED and any(
-        off > OFFCPU_MS + OFFCPU_SHARE * x for x, off in zip(samples, offcpu))
-    mask = mask or [True] * len(samples)
+    hit = interrupted(samples, offcpu if isinstance(offcpu, list) else None) or [False] * len(samples)
+    # too few runs nobody interrupted: a neighbour shared the CPU throughout; every run is kept, and counted
+    shared = any(hit) and hit.count(False) < MIN_UNPREEMPTED <= len(samples)
+    mask = [True] * len(samples) if shared or hit.count(False) < MIN_UNPREEMPTED else [not h for h in hit]
     kept = [x for x, keep in zip(samples, mask) if keep]
-    # where shared, every run is kept but the interrupted ones are counted
-    preempted = sum(off > OFFCPU_MS + OFFCPU_SHARE * x for x, off in zip(samples, offcpu)) if shared else \
-        mask.count(False)
-    if not isinstance(reference, list) or len(reference) != len(samples):
+    preempted = hit.count(True) if shared or mask.count(False) else 0
+    triads, chains = (_aligned(extra.get(name), mask) for name in ("reference_ms", "reference_chains_ms"))
+    if triads is None:
         return JudgedRuns(kept, preempted, shared_cpu=shared)
-    refs = [r for r, keep in zip(reference, mask) if keep]
-    if not locked_reference_ms:
-        return JudgedRuns(kept, preempted, references=refs, shared_cpu=shared)
-    judged, state = in_reference_state(kept, refs, locked_reference_ms, tolerance)
+    if locked is None:
+        return JudgedRuns(kept, preempted, triads=triads, chains=chains or [], shared_cpu=shared)
+    judged, state = in_reference_state(kept, locked.states(triads, chains), tolerance)
     in_state = state is not None and state <= 1 + tolerance
-    return JudgedRuns(judged, preempted, state, len(kept) - len(judged), refs, in_state, shared)
+    return JudgedRuns(judged, preempted, state, len(kept) - len(judged), triads, chains or [], in_state, shared)
+
+
+def _aligned(values: Any, mask: Sequence[bool]) -> list[float] | None:
+    """A per-run record's values of the runs ``mask`` keeps; None unless one number per run."""
+    if not isinstance(values, list) or len(values) != len(mask):
+        return None
+    return [float(v) for v, keep in zip(values, mask) if keep]
 
 
 def measure_round(i: int, measures: Sequence[Measure], probe: Probe | None, pin: Pin | None,
@@ -246,11 +252,13 @@ def best_state_rounds(measures: Sequence[Measure], probe: Probe | None, pin: Pin
     kept = [r for r, speed in zip(done, speeds) if speed <= min(speeds) * (1 + tolerance)]
     # with reference runs (measure/reference.py): the lock's state is its kept rounds' reference median, and its
     # samples the runs in that state, judged as the gate will judge its own
-    references = [x for r in kept for x in judged_runs(r.measurements[0]).references]
-    reference_ms = float(np.median(references)) if references else None
-    samples = [[x for r in kept for x in judged_runs(r.measurements[j], reference_ms, tolerance).samples]
+    runs = [judged_runs(r.measurements[0]) for r in kept]
+    triads, chains = [x for j in runs for x in j.triads], [x for j in runs for x in j.chains]
+    locked = LockedReference(float(np.median(triads)), float(np.median(chains)) if chains else None) \
+        if triads else None
+    samples = [[x for r in kept for x in judged_runs(r.measurements[j], locked, tolerance).samples]
                for j in range(len(measures))]
     machine = pool_probes([p for r in kept for p in r.probes])
-    if reference_ms is not None:
-        machine = {**(machine or {}), "reference_ms": round(reference_ms, 6)}
+    if locked is not None:
+        machine = {**(machine or {}), **locked.record()}
     return samples, machine, len(kept)

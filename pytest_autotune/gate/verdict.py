@@ -208,7 +208,9 @@ def run_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measurement: Me
     case = GateCase(kernel, nodeid, entry, tolerance, alpha)
     if not measurement.ok:
         return _broken(case, measurement)
-    new_samples: Sequence[float] = judged_runs(measurement, case.locked_reference_ms, tolerance).samples
+    runs = judged_runs(measurement, case.locked_reference, tolerance)
+    # a machine clearly faster than the lock's (its reference runs say) hides a slowdown: it is taken off
+    new_samples: Sequence[float] = [x / faster_state(runs.state, tolerance) for x in runs.samples]
     cmp = case.compare(case.entry.samples, new_samples)
     outcome = GateOutcome("pass", cmp, measurement, absolute=cmp)
     if cmp.slower and remeasure is not None:
@@ -299,13 +301,15 @@ def _read_round(case: GateCase, r: Round, given: MachineComparison | None) -> Fr
     mc = given if given is not None else (
         compare_machines(case.entry.machine, pool_probes(r.probes), case.tolerance, bounds=False)
         if r.probes else None)
-    runs = judged_runs(r.measurements[0], case.locked_reference_ms, case.tolerance)
+    runs = judged_runs(r.measurements[0], case.locked_reference, case.tolerance)
     like = (mc is None or (given is None and mc.like_the_locks)) and runs.in_lock_state and not runs.shared_cpu
     divisor = 1.0 if mc is None else max(1.0, mc.slowdown) if given is not None else round_divisor(mc.factor, like)
     state = None
     if not runs.in_lock_state and runs.state is not None:  # its reference runs read a slower state throughout
         state = runs.state
         divisor = max(divisor, round_divisor(state, False))
+    if faster_state(runs.state, case.tolerance) < 1.0:  # a faster one hides a slowdown: taken off too
+        divisor = min(divisor, faster_state(runs.state, case.tolerance))
     return FreshRound(r.cpu, faster_half(runs.samples), mc, like, divisor, runs.preempted, state, runs.out_of_state,
                       runs.shared_cpu)
 
@@ -333,6 +337,12 @@ def _conclude(case: GateCase, outcome: GateOutcome, first: Comparison, decision:
         outcome.message = messages.neighbour_shared(case, first, decision)
     elif isinstance(decision, NotSignificant):
         outcome.notes.append(messages.not_significant(decision))
+
+
+def faster_state(state: float | None, tolerance: float) -> float:
+    """The reference runs' state where it is clearly faster than the lock's (beyond the tolerance), else 1.0:
+    what a kernel's time is divided by so that a faster machine does not hide a slowdown."""
+    return state if state is not None and state < 1 / (1 + tolerance) else 1.0
 
 
 def round_divisor(factor: float, like: bool) -> float:

@@ -280,10 +280,11 @@ def _normalize_entry(entry: Any) -> dict[str, Any]:
         for name in ("triad_n", "fma_iterations", "reference_n"):
             if name in machine and (not _is_int(machine[name]) or machine[name] < 1):
                 raise InvalidField(_join("machine", name), f"must be a positive integer, got {describe_value(machine[name])}")
-        if "reference_ms" in machine:  # the lock's reference runs' median (measure/reference.py)
-            _need_number(machine, "reference_ms", "machine")
-            if not 0 < machine["reference_ms"] < float("inf"):
-                raise InvalidField("machine.reference_ms", f"must be a positive time (ms), got {describe_value(machine['reference_ms'])}")
+        for name in ("reference_ms", "reference_chains_ms"):  # the lock's reference runs' medians (measure/reference.py)
+            if name in machine:
+                _need_number(machine, name, "machine")
+                if not 0 < machine[name] < float("inf"):
+                    raise InvalidField(_join("machine", name), f"must be a positive time (ms), got {describe_value(machine[name])}")
     if "cpu" in out:
         _need_mapping(out, "cpu")
     if "strategy" in out:

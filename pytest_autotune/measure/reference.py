@@ -7,42 +7,96 @@ and after a block of runs read one state while the kernel, between them, met the
 machine became one of the kernel (issue 43).
 
 So where the kernel runs on this thread (the C runner), a *reference* run precedes every timed run: a
-triad over the probes' arrays (sized to the kernel's footprint, so it lives at the kernel's cache level), with
-the default compiler and flags whatever the kernel's build uses (a regression in the kernel's toolchain or
-flags must not move the yardstick). Measured on that host, the triad run just before a kernel run told the
-run's state in 98 % of 6,000 runs, and the kernel-to-reference ratio moved 6 % between the states where the
-kernel moved 2.1x. The gate keeps the runs whose reference read the lock's state
-(:func:`in_reference_state`); the lock records its reference's median beside its samples.
+triad over the probes' arrays (sized to the kernel's footprint, so it lives at the kernel's cache level) and a
+few microseconds of dependent multiply-add chains (what a compute-bound kernel feels: the core's clock and
+what shares it), built with the default compiler and flags whatever the kernel's build uses (a regression in
+the kernel's toolchain or flags must not move the yardstick). Measured on that host, the triad run just before
+a kernel run told a 2 MiB kernel's state in 98 % of 6,000 runs, and the kernel-to-reference ratio moved 6 %
+between the states where the kernel moved 2.1x; a 32 KiB compute-bound kernel's slower state the triad alone
+missed in a third of the rounds, hence the chains. A run's state is the slower of its two references against
+the lock's (:func:`run_states`); the gate keeps the runs in the lock's state (:func:`in_reference_state`).
 """
 from __future__ import annotations
 
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-TRIAD_SOURCE = r"""
+REFERENCE_SOURCE = r"""
 void triad(float *a, const float *b, const float *c, float s, int n) {
     for (int i = 0; i < n; i++)
         a[i] = b[i] + s * c[i];
 }
+
+void chains(float *out, int iterations) {
+    float x0 = out[0], x1 = out[1], x2 = out[2], x3 = out[3];
+    for (int i = 0; i < iterations; i++) {
+        x0 = x0 * 0.999999f + 1e-7f; x1 = x1 * 0.999999f + 1e-7f;
+        x2 = x2 * 0.999999f + 1e-7f; x3 = x3 * 0.999999f + 1e-7f;
+    }
+    out[0] = x0; out[1] = x1; out[2] = x2; out[3] = x3;
+}
 """
+TRIAD_SOURCE = REFERENCE_SOURCE.split("\nvoid chains")[0] + "\n"
+"""The triad alone (the machine probes' memory probe)."""
+
+CHAIN_ITERATIONS = 4096
+"""Iterations of the reference's four chains: a few microseconds, enough for the clock to resolve."""
 
 MIN_IN_STATE = 4
-"""Runs in the lock's state a measurement needs to be judged on them alone (as :data:`~.timing.MIN_UNPREEMPTED`)."""
+"""Runs in the lock's state a measurement needs to be judged on them alone (as :data:`~.timing.MIN_UNPREEMPTED`),
+and at least half of its runs: a round mostly in a slower state is in that state (its few runs that read the
+lock's are more likely the reference's noise than the machine's)."""
 
 
-def in_reference_state(samples: Sequence[float], reference: Sequence[float] | None, locked_ms: float | None,
+@dataclass(frozen=True)
+class LockedReference:
+    """The lock's reference runs: their medians (ms), as its entry's ``machine`` records them."""
+
+    triad_ms: float
+    chains_ms: float | None = None
+
+    @classmethod
+    def of(cls, machine: Mapping[str, Any]) -> "LockedReference | None":
+        """From an entry's ``machine`` record; None where it has none (or none usable)."""
+        triad, chains = machine.get("reference_ms"), machine.get("reference_chains_ms")
+        if not _positive(triad):
+            return None
+        return cls(float(triad), float(chains) if _positive(chains) else None)
+
+    def record(self) -> dict[str, float]:
+        return {"reference_ms": round(self.triad_ms, 6),
+                **({"reference_chains_ms": round(self.chains_ms, 6)} if self.chains_ms else {})}
+
+    def states(self, triad_ms: Sequence[float], chains_ms: Sequence[float] | None) -> list[float]:
+        return run_states(triad_ms, chains_ms, self.triad_ms, self.chains_ms)
+
+
+def _positive(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x < float("inf")
+
+
+def run_states(triad_ms: Sequence[float], chains_ms: Sequence[float] | None, locked_triad_ms: float,
+               locked_chains_ms: float | None) -> list[float]:
+    """Each run's state against the lock's: the slower of its two references' ratios (1.0: the lock's)."""
+    states = [t / locked_triad_ms for t in triad_ms]
+    if chains_ms is not None and locked_chains_ms and len(chains_ms) == len(states):
+        states = [max(s, c / locked_chains_ms) for s, c in zip(states, chains_ms)]
+    return states
+
+
+def in_reference_state(samples: Sequence[float], states: Sequence[float] | None,
                        tolerance: float) -> tuple[list[float], float | None]:
-    """The runs whose reference read the lock's state (within ``tolerance`` of ``locked_ms``, or faster), and
-    the machine's state over all of them (their references' median over the lock's; None without references).
+    """The runs whose state (:func:`run_states`) was the lock's (within ``tolerance``, or faster), and the
+    machine's state over all of them (their states' median; None without states).
 
-    With fewer than :data:`MIN_IN_STATE` such runs the machine was not in the lock's state for this
-    measurement: every run is returned, and the factor says by how much it differed. ``reference`` is aligned
-    with ``samples`` (None, or misaligned: no reference, every run counts)."""
-    if not reference or len(reference) != len(samples) or not locked_ms or locked_ms <= 0:
+    With fewer than :data:`MIN_IN_STATE` such runs, or fewer than half, the machine was not in the lock's state
+    for this measurement: every run is returned, and the factor says by how much it differed."""
+    if not states or len(states) != len(samples):
         return list(samples), None
-    kept = [x for x, r in zip(samples, reference) if r <= locked_ms * (1 + tolerance)]
-    if len(kept) >= MIN_IN_STATE:
-        state = [r for r in reference if r <= locked_ms * (1 + tolerance)]
-        return kept, float(np.median(state)) / locked_ms
-    return list(samples), float(np.median(reference)) / locked_ms
+    inside = [s <= 1 + tolerance for s in states]
+    if inside.count(True) >= max(MIN_IN_STATE, (len(samples) + 1) // 2):
+        return ([x for x, ok in zip(samples, inside) if ok],
+                float(np.median([s for s, ok in zip(states, inside) if ok])))
+    return list(samples), float(np.median(states))

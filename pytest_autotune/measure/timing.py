@@ -306,10 +306,18 @@ def unpreempted(samples: Sequence[float], offcpu: Sequence[float] | None) -> tup
 
 def unpreempted_mask(samples: Sequence[float], offcpu: Sequence[float] | None) -> list[bool] | None:
     """Which runs :func:`unpreempted` keeps (None: every run, no accounting or too few undisturbed runs)."""
+    hit = interrupted(samples, offcpu)
+    if hit is None or hit.count(False) < MIN_UNPREEMPTED:
+        return None
+    return [not h for h in hit]
+
+
+def interrupted(samples: Sequence[float], offcpu: Sequence[float] | None) -> list[bool] | None:
+    """Which runs another task interrupted (off their CPU beyond :data:`OFFCPU_MS` + :data:`OFFCPU_SHARE`);
+    None without accounting aligned with ``samples``."""
     if not offcpu or len(offcpu) != len(samples):
         return None
-    mask = [off <= OFFCPU_MS + OFFCPU_SHARE * x for x, off in zip(samples, offcpu)]
-    return mask if mask.count(True) >= MIN_UNPREEMPTED else None
+    return [off > OFFCPU_MS + OFFCPU_SHARE * x for x, off in zip(samples, offcpu)]
 
 
 def compare_samples(

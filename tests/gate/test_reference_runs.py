@@ -13,7 +13,7 @@ from pytest_autotune.gate.rounds import judged_runs, reference_runs
 from pytest_autotune.gate.trust import UntrustedEntry, trusted_probe_sizes
 from pytest_autotune.gate.verdict import run_gate
 from pytest_autotune.lock.entry import InvalidEntryError, normalize_entry
-from pytest_autotune.measure.reference import MIN_IN_STATE, in_reference_state
+from pytest_autotune.measure.reference import MIN_IN_STATE, LockedReference, in_reference_state
 from pytest_autotune.measure.timing import TimingStats
 from pytest_autotune.results import Measurement
 from pytest_autotune.runners import KernelSpec, make_runner
@@ -25,17 +25,27 @@ ENTRY = {"params": {"X": 1}, "samples": [1.0 + 0.002 * i for i in range(32)], "t
 
 
 def test_runs_in_a_slower_state_are_left_out_and_a_slower_state_throughout_is_measured() -> None:
-    samples = [1.0, 2.0, 1.0, 1.0, 2.1, 1.0]
-    reference = [0.10, 0.21, 0.10, 0.105, 0.2, 0.10]
-    kept, state = in_reference_state(samples, reference, LOCKED_REFERENCE, 0.1)
-    assert kept == [1.0, 1.0, 1.0, 1.0] and state == pytest.approx(1.0)
+    locked = LockedReference(LOCKED_REFERENCE, 0.01)
+    samples = [1.0, 2.0, 1.0, 1.0, 2.1, 1.0, 1.0, 1.9]
+    triads = [0.10, 0.21, 0.10, 0.105, 0.2, 0.10, 0.10, 0.10]
+    chains = [0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.02]  # the last run: only the chains saw the slower state
+    states = locked.states(triads, chains)
+    assert states[-1] == pytest.approx(2.0) and states[1] == pytest.approx(2.1)
+    kept, state = in_reference_state(samples, states, 0.1)
+    assert kept == [1.0] * 5 and state == pytest.approx(1.0)
     # every run in the slower state: all runs, and by how much the machine was slower
-    kept, state = in_reference_state([2.0] * 6, [0.2] * 6, LOCKED_REFERENCE, 0.1)
+    kept, state = in_reference_state([2.0] * 6, [2.0] * 6, 0.1)
     assert kept == [2.0] * 6 and state == pytest.approx(2.0)
+    # a round mostly in the slower state is in it: its few runs that read the lock's are more likely noise
+    kept, state = in_reference_state([1.0] * 5 + [2.0] * 7, [1.0] * 5 + [2.0] * 7, 0.1)
+    assert kept == [1.0] * 5 + [2.0] * 7 and state == pytest.approx(2.0)
     assert MIN_IN_STATE == 4
-    # no reference, a misaligned one, or no lock reference: every run counts, nothing said of the state
-    for reference, locked in ((None, 0.1), ([0.1] * 5, 0.1), ([0.1] * 6, None)):
-        assert in_reference_state([1.0] * 6, reference, locked, 0.1) == ([1.0] * 6, None)
+    # no states, or misaligned ones: every run counts, nothing said of the state
+    for states in (None, [1.0] * 5):
+        assert in_reference_state([1.0] * 6, states, 0.1) == ([1.0] * 6, None)
+    # a lock's record: read back, or nothing where it has none or a bad value
+    assert LockedReference.of(locked.record()) == locked
+    assert LockedReference.of({}) is None and LockedReference.of({"reference_ms": -1}) is None
 
 
 def _measurement(samples: list[float], reference: list[float], offcpu: list[float] | None = None) -> Measurement:
@@ -45,13 +55,13 @@ def _measurement(samples: list[float], reference: list[float], offcpu: list[floa
 
 def test_judged_runs_leave_out_the_preempted_first_then_those_out_of_state() -> None:
     m = _measurement([1.0, 9.0, 2.0, 1.0, 1.0, 1.0], [0.1, 0.1, 0.2, 0.1, 0.1, 0.1], [0, 8.0, 0, 0, 0, 0])
-    runs = judged_runs(m, LOCKED_REFERENCE, 0.1)
+    runs = judged_runs(m, LockedReference(LOCKED_REFERENCE), 0.1)
     assert runs.samples == [1.0, 1.0, 1.0, 1.0] and runs.preempted == 1 and runs.out_of_state == 1
     assert runs.in_lock_state and not runs.shared_cpu
-    slow = judged_runs(_measurement([2.0] * 8, [0.19] * 8), LOCKED_REFERENCE, 0.1)
+    slow = judged_runs(_measurement([2.0] * 8, [0.19] * 8), LockedReference(LOCKED_REFERENCE), 0.1)
     assert not slow.in_lock_state and slow.state == pytest.approx(1.9) and slow.samples == [2.0] * 8
     # every run interrupted: a neighbour shared the CPU throughout
-    shared = judged_runs(_measurement([3.0] * 8, [0.1] * 8, [2.0] * 8), LOCKED_REFERENCE, 0.1)
+    shared = judged_runs(_measurement([3.0] * 8, [0.1] * 8, [2.0] * 8), LockedReference(LOCKED_REFERENCE), 0.1)
     assert shared.shared_cpu and shared.preempted == 8 and shared.samples == [3.0] * 8
 
 
@@ -107,6 +117,24 @@ def test_a_regression_beyond_what_the_slower_state_explains_is_still_caught() ->
     assert "read this CPU 1.2" in outcome.message and "beyond it" in outcome.message
 
 
+def test_a_lock_recorded_in_the_slower_state_does_not_hide_a_slowdown_in_the_faster_one() -> None:
+    """The lock met only the host's slower state (2 ms, reference 0.2 ms); the gate meets the faster one, where
+    the kernel made 1.3x slower reads 1.3 ms: -35 % against the lock, a pass. Its reference runs read the
+    machine twice as fast as the lock's: taken off, it is +30 %, a regression."""
+    entry = {**ENTRY, "samples": [2.0 + 0.004 * i for i in range(32)],
+             "machine": {"reference_ms": 0.2, "reference_n": 1 << 14}}
+
+    def faster_machine_slower_kernel() -> Measurement:
+        return _measurement(list(1.3 + 0.02 * RNG.random(16)), list(0.1 + 0.002 * RNG.random(16)))
+
+    without = run_gate("k", "t.py::t", entry, _no_reference(faster_machine_slower_kernel()), 0.1, 0.01,
+                       remeasure=lambda: _no_reference(faster_machine_slower_kernel()), pauses_s=[0.0] * 6)
+    assert without.verdict in ("pass", "faster"), without.message
+    outcome = run_gate("k", "t.py::t", entry, faster_machine_slower_kernel(), 0.1, 0.01,
+                       remeasure=faster_machine_slower_kernel, pauses_s=[0.0] * 6)
+    assert outcome.verdict == "slower", outcome.message
+
+
 def test_the_c_runner_times_a_reference_before_each_run_only_when_asked() -> None:
     n = 1 << 14
     a = np.ones(n, np.float32)
@@ -121,7 +149,8 @@ def test_the_c_runner_times_a_reference_before_each_run_only_when_asked() -> Non
             after = runner.evaluate({})
         finally:
             runner.close()
-        assert m.ok and len(m.extra["reference_ms"]) == len(m.samples) == 6
+        assert m.ok and len(m.extra["reference_ms"]) == len(m.extra["reference_chains_ms"]) == len(m.samples) == 6
+        assert all(0 < c < 50 for c in m.extra["reference_chains_ms"])
         assert all(0 < r < 50 for r in m.extra["reference_ms"])
         assert "reference_ms" not in after.extra
 
@@ -142,13 +171,15 @@ def test_the_lock_records_its_reference_and_the_gate_uses_it(pytester: pytest.Py
     (lockfile,) = (pytester.path / "autotune.lock").glob("cpu-*.json")
     (entry,) = json.loads(lockfile.read_text())["entries"].values()
     machine = entry["machine"]
-    assert machine["reference_ms"] > 0 and machine["reference_n"] == machine["triad_n"]
+    assert machine["reference_ms"] > 0 and machine["reference_chains_ms"] > 0
+    assert machine["reference_n"] == machine["triad_n"]
     assert pytester.runpytest_subprocess("-p", "no:cacheprovider").ret == 0
 
 
 @pytest.mark.parametrize("field, value, says", [
     ("reference_ms", -1.0, "machine.reference_ms: must be a positive time"),
     ("reference_ms", "fast", "machine.reference_ms: must be a number"),
+    ("reference_chains_ms", float("inf"), "machine.reference_chains_ms: must be a finite number"),
     ("reference_n", 0, "machine.reference_n: must be a positive integer"),
 ])
 def test_a_tampered_reference_is_refused_naming_the_field(field: str, value: object, says: str) -> None:

@@ -1258,7 +1258,7 @@ def test_source_edits_are_gated_side_by_side_with_the_locked_source(project: pyt
     assert stored.read_text() == (project.path / "swork.c").read_text() and entry["source_file"].startswith("sources/")
     assert entry["compiler_options"] == [] and entry["kernel_name"] == "swork"
     assert set(entry["machine"]) == {"probe", "bandwidth_gbs", "compute_gflops", "samples_ms", "triad_n", "fma_iterations",
-                                     "reference_ms", "reference_n"}
+                                     "reference_ms", "reference_chains_ms", "reference_n"}
     assert all(len(entry["machine"]["samples_ms"][p]) >= 15 for p in ("bandwidth_gbs", "compute_gflops"))
 
     # A comment edit: gated A/B against the locked source, passes.
@@ -1311,7 +1311,8 @@ def test_a_lock_from_a_faster_machine_is_not_comparable_rather_than_a_regression
     entry["machine"] = {**entry["machine"], "bandwidth_gbs": entry["machine"]["bandwidth_gbs"] * 4,
                         "compute_gflops": entry["machine"]["compute_gflops"] * 4,
                         "samples_ms": {p: [x / 4 for x in v] for p, v in entry["machine"]["samples_ms"].items()},
-                        "reference_ms": entry["machine"]["reference_ms"] / 4}  # the reference runs, as fast
+                        "reference_ms": entry["machine"]["reference_ms"] / 4,  # the reference runs, as fast
+                        "reference_chains_ms": entry["machine"]["reference_chains_ms"] / 4}
     path.write_text(json.dumps(lock))
     result = run(project, "--autotune-report=r.json")
     result.assert_outcomes(passed=1)  # default policy: warn and pass
