@@ -30,7 +30,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..measure.reference import CHAIN_ITERATIONS, REFERENCE_SOURCE
+from ..measure.reference import CHAIN_ITERATIONS, REFERENCE_SOURCE, triad_repeats
 from ..measure.timing import MeasureOptions
 from ..results import FailureKind
 from ..execution.compile_pool import CompiledArtefact, CompilerProcesses, artefact_cache_dir
@@ -314,11 +314,11 @@ class CExecutor(CompiledKernelExecutor):
 
 class ReferenceRun:
     """The reference run (:mod:`~pytest_autotune.measure.reference`): a triad over three arrays of ``n`` floats
-    and a few microseconds of multiply-add chains, built with the default compiler and flags whatever the
+    (repeated where ``n`` is small) and about 40 us of multiply-add chains, built with the default compiler and flags whatever the
     kernel's build uses, so that a change of the kernel's toolchain or flags does not move it."""
 
     def __init__(self, n: int, cache_dir: str | os.PathLike | None = None) -> None:
-        self.n = int(n)
+        self.n, self.repeats = int(n), triad_repeats(int(n))
         self.arrays = [np.zeros(self.n, np.float32), np.ones(self.n, np.float32), np.full(self.n, 2.0, np.float32)]
         self.chain_state = np.ones(4, np.float32)
         spec = KernelSpec(REFERENCE_SOURCE, "triad", 1, [*self.arrays, np.float32(1.5), np.int32(self.n)], lang="c")
@@ -335,9 +335,10 @@ class ReferenceRun:
         self._chain_args = [self.chain_state.ctypes.data, CHAIN_ITERATIONS]
 
     def run(self) -> tuple[float, float]:
-        """One run of each: the triad's and the chains' wall times (ms)."""
+        """One run of each: the triad's (its repeats) and the chains' wall times (ms)."""
         t0 = perf_counter_ns()
-        self._triad(*self._triad_args)
+        for _ in range(self.repeats):
+            self._triad(*self._triad_args)
         t1 = perf_counter_ns()
         self._chains(*self._chain_args)
         t2 = perf_counter_ns()

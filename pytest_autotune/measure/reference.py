@@ -7,8 +7,8 @@ and after a block of runs read one state while the kernel, between them, met the
 machine became one of the kernel (issue 43).
 
 So where the kernel runs on this thread (the C runner), a *reference* run precedes every timed run: a
-triad over the probes' arrays (sized to the kernel's footprint, so it lives at the kernel's cache level) and a
-few microseconds of dependent multiply-add chains (what a compute-bound kernel feels: the core's clock and
+triad over the probes' arrays (sized to the kernel's footprint, so it lives at the kernel's cache level; repeated
+to about 50 us where the footprint is small) and about 40 us of dependent multiply-add chains (what a compute-bound kernel feels: the core's clock and
 what shares it), built with the default compiler and flags whatever the kernel's build uses (a regression in
 the kernel's toolchain or flags must not move the yardstick). Measured on that host, the triad run just before
 a kernel run told a 2 MiB kernel's state in 98 % of 6,000 runs, and the kernel-to-reference ratio moved 6 %
@@ -41,8 +41,19 @@ void chains(float *out, int iterations) {
 TRIAD_SOURCE = REFERENCE_SOURCE.split("\nvoid chains")[0] + "\n"
 """The triad alone (the machine probes' memory probe)."""
 
-CHAIN_ITERATIONS = 4096
-"""Iterations of the reference's four chains: a few microseconds, enough for the clock to resolve."""
+CHAIN_ITERATIONS = 32768
+"""Iterations of the reference's four chains: about 40 us. At 4 us (4,096) the chains, like a 5 us triad, read
+"states" of 1.2-2.8x in quiet rounds where a 0.3 ms kernel beside them read none: too short to describe it."""
+TRIAD_BYTES_PER_RUN = 2_000_000
+"""About how many bytes the reference's triad moves per run (50-60 us from the L2 cache here): a small footprint's triad
+is repeated up to that (:func:`triad_repeats`), so that it lasts long enough to describe the state too."""
+
+
+def triad_repeats(n: int) -> int:
+    """How often the triad over three arrays of ``n`` floats runs in one reference run: a power of two, 1 to 64,
+    set by ``n`` alone so that the lock and the gate repeat it alike."""
+    wanted = TRIAD_BYTES_PER_RUN / max(1, 12 * n)
+    return int(min(64, max(1, 2 ** int(np.floor(np.log2(max(1.0, wanted)))))))
 
 MIN_IN_STATE = 4
 """Runs in the lock's state a measurement needs to be judged on them alone (as :data:`~.timing.MIN_UNPREEMPTED`),
