@@ -24,9 +24,7 @@ A failure of an unchanged kernel is a false alarm; of a slowed one a detection; 
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
-import sys
 import tempfile
 import time
 from collections import Counter, defaultdict

@@ -77,10 +77,9 @@ class FreshRound:
     """The kernel's runs another task interrupted that round, left out of ``samples``
     (:func:`~pytest_autotune.measure.timing.unpreempted`)."""
     state: float | None = None
-    """Where the round's reference runs read a slower state than the lock's in (nearly) every run: by how
-    much (a time factor; the round is then not like-for-like). None: in the lock's state, or no reference."""
-    out_of_state: int = 0
-    """Runs left out of ``samples`` because their reference read a slower state than the lock's."""
+    """Where the round's reference runs read a slower state than the lock's (their median beyond the
+    tolerance): by how much (a time factor; the round is then not like-for-like). None: in the lock's state, or
+    no reference."""
     shared: bool = False
     """A neighbour shared the kernel's CPU throughout the round (too few runs nobody interrupted): the round
     times the neighbour too, so it is no evidence of a regression (only of a pass, were it back in tolerance)."""
@@ -237,7 +236,6 @@ class RoundEvidence:
         return [{"cpu": r.cpu, "like": r.like, "machine": None if r.machine is None else round(r.machine.factor, 3),
                  "change_pct": round(100 * (self.against_lock(r) - 1), 1), "preempted": r.preempted,
                  **({"state": round(r.state, 3)} if r.state is not None else {}),
-                 **({"out_of_state": r.out_of_state} if r.out_of_state else {}),
                  **({"shared_cpu": True} if r.shared else {})}
                 for r in self.rounds]
 

@@ -30,7 +30,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..measure.reference import LockedReference, in_reference_state
+from ..measure.reference import LockedReference, round_state
 from ..measure.timing import MIN_UNPREEMPTED, faster_half, interrupted
 from ..results import Measurement
 from ..execution.isolation import sharing_one_cpu, usable_cpus
@@ -134,30 +134,27 @@ class JudgedRuns:
     """The runs of a measurement the gate judges, and why the others were left out."""
 
     samples: list[float]
-    """Runs no other task interrupted and, where the lock's reference is known, in the lock's state."""
+    """Runs no other task interrupted (all of them where too few were)."""
     preempted: int = 0
     """Runs another task interrupted (:func:`~pytest_autotune.measure.timing.unpreempted`)."""
     state: float | None = None
-    """The machine's state over the judged runs, as their reference runs read it against the lock's (1.0: the
-    lock's; 2.0: twice as slow); None without reference runs (:mod:`~pytest_autotune.measure.reference`)."""
-    out_of_state: int = 0
-    """Undisturbed runs left out because their reference read a slower state than the lock's."""
+    """The machine's state over the judged runs, as their reference runs read it against the lock's (their
+    median; 1.0: the lock's, 2.0: twice as slow); None without reference runs (:mod:`~pytest_autotune.measure.reference`)."""
     triads: list[float] = field(default_factory=list)
     """The undisturbed runs' reference triad times (ms), aligned with the measurement's undisturbed runs."""
     chains: list[float] = field(default_factory=list)
     """The same runs' reference chain times (ms); empty where the measurement has none."""
 
     in_lock_state: bool = True
-    """Judged in the lock's state: enough runs' references read it (or no reference said otherwise)."""
+    """In the lock's state: ``state`` within the tolerance, or faster (or no reference said otherwise)."""
     shared_cpu: bool = False
     """Another task interrupted so many runs that fewer than :data:`~.timing.MIN_UNPREEMPTED` were left: a
     neighbour shared the kernel's CPU throughout, and the runs (all kept in ``samples``) time it, not the kernel."""
 
 
 def judged_runs(m: Measurement, locked: LockedReference | None = None, tolerance: float = 0.0) -> JudgedRuns:
-    """The runs of ``m`` to judge: those no other task interrupted and, with the lock's reference runs
-    (``locked``), those whose reference read the lock's state
-    (:func:`~pytest_autotune.measure.reference.in_reference_state`)."""
+    """The runs of ``m`` to judge (those no other task interrupted) and, with the lock's reference runs
+    (``locked``), the machine's state they ran in (:func:`~pytest_autotune.measure.reference.round_state`)."""
     if not m.samples:
         return JudgedRuns([float(m.value)])  # type: ignore[arg-type]
     extra = m.extra if isinstance(m.extra, dict) else {}
@@ -174,9 +171,9 @@ def judged_runs(m: Measurement, locked: LockedReference | None = None, tolerance
         return JudgedRuns(kept, preempted, shared_cpu=shared)
     if locked is None:
         return JudgedRuns(kept, preempted, triads=triads, chains=chains or [], shared_cpu=shared)
-    judged, state = in_reference_state(kept, locked.states(triads, chains), tolerance)
+    state = round_state(locked.states(triads, chains))
     in_state = state is not None and state <= 1 + tolerance
-    return JudgedRuns(judged, preempted, state, len(kept) - len(judged), triads, chains or [], in_state, shared)
+    return JudgedRuns(kept, preempted, state, triads, chains or [], in_state, shared)
 
 
 def _aligned(values: Any, mask: Sequence[bool]) -> list[float] | None:
@@ -250,8 +247,7 @@ def best_state_rounds(measures: Sequence[Measure], probe: Probe | None, pin: Pin
         done.append(r)
         speeds.append(float(np.median(faster_half(r.samples(0)))))
     kept = [r for r, speed in zip(done, speeds) if speed <= min(speeds) * (1 + tolerance)]
-    # with reference runs (measure/reference.py): the lock's state is its kept rounds' reference median, and its
-    # samples the runs in that state, judged as the gate will judge its own
+    # with reference runs (measure/reference.py): the lock's state is its kept rounds' reference medians
     runs = [judged_runs(r.measurements[0]) for r in kept]
     triads, chains = [x for j in runs for x in j.triads], [x for j in runs for x in j.chains]
     locked = LockedReference(float(np.median(triads)), float(np.median(chains)) if chains else None) \

@@ -310,8 +310,7 @@ def _read_round(case: GateCase, r: Round, given: MachineComparison | None) -> Fr
         divisor = max(divisor, round_divisor(state, False))
     if faster_state(runs.state, case.tolerance) < 1.0:  # a faster one hides a slowdown: taken off too
         divisor = min(divisor, faster_state(runs.state, case.tolerance))
-    return FreshRound(r.cpu, faster_half(runs.samples), mc, like, divisor, runs.preempted, state, runs.out_of_state,
-                      runs.shared_cpu)
+    return FreshRound(r.cpu, faster_half(runs.samples), mc, like, divisor, runs.preempted, state, runs.shared_cpu)
 
 
 def _conclude(case: GateCase, outcome: GateOutcome, first: Comparison, decision: Decision,

@@ -13,7 +13,7 @@ from pytest_autotune.gate.rounds import judged_runs, reference_runs
 from pytest_autotune.gate.trust import UntrustedEntry, trusted_probe_sizes
 from pytest_autotune.gate.verdict import run_gate
 from pytest_autotune.lock.entry import InvalidEntryError, normalize_entry
-from pytest_autotune.measure.reference import MIN_IN_STATE, LockedReference, in_reference_state
+from pytest_autotune.measure.reference import LockedReference, round_state
 from pytest_autotune.measure.timing import TimingStats
 from pytest_autotune.results import Measurement
 from pytest_autotune.runners import KernelSpec, make_runner
@@ -24,25 +24,13 @@ ENTRY = {"params": {"X": 1}, "samples": [1.0 + 0.002 * i for i in range(32)], "t
          "machine": {"reference_ms": LOCKED_REFERENCE, "reference_n": 1 << 14}}
 
 
-def test_runs_in_a_slower_state_are_left_out_and_a_slower_state_throughout_is_measured() -> None:
+def test_a_runs_state_is_the_slower_of_its_references_and_a_measurements_their_median() -> None:
     locked = LockedReference(LOCKED_REFERENCE, 0.01)
-    samples = [1.0, 2.0, 1.0, 1.0, 2.1, 1.0, 1.0, 1.9]
     triads = [0.10, 0.21, 0.10, 0.105, 0.2, 0.10, 0.10, 0.10]
     chains = [0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.02]  # the last run: only the chains saw the slower state
     states = locked.states(triads, chains)
-    assert states[-1] == pytest.approx(2.0) and states[1] == pytest.approx(2.1)
-    kept, state = in_reference_state(samples, states, 0.1)
-    assert kept == [1.0] * 5 and state == pytest.approx(1.0)
-    # every run in the slower state: all runs, and by how much the machine was slower
-    kept, state = in_reference_state([2.0] * 6, [2.0] * 6, 0.1)
-    assert kept == [2.0] * 6 and state == pytest.approx(2.0)
-    # a round mostly in the slower state is in it: its few runs that read the lock's are more likely noise
-    kept, state = in_reference_state([1.0] * 5 + [2.0] * 7, [1.0] * 5 + [2.0] * 7, 0.1)
-    assert kept == [1.0] * 5 + [2.0] * 7 and state == pytest.approx(2.0)
-    assert MIN_IN_STATE == 4
-    # no states, or misaligned ones: every run counts, nothing said of the state
-    for states in (None, [1.0] * 5):
-        assert in_reference_state([1.0] * 6, states, 0.1) == ([1.0] * 6, None)
+    assert states[-1] == pytest.approx(2.0) and states[1] == pytest.approx(2.1) and states[0] == pytest.approx(1.0)
+    assert round_state(states) == pytest.approx(1.025) and round_state([2.0] * 6) == 2.0 and round_state([]) is None
     # a lock's record: read back, or nothing where it has none or a bad value
     assert LockedReference.of(locked.record()) == locked
     assert LockedReference.of({}) is None and LockedReference.of({"reference_ms": -1}) is None
@@ -53,10 +41,10 @@ def _measurement(samples: list[float], reference: list[float], offcpu: list[floa
     return Measurement(params={"X": 1}, value=float(np.median(samples)), samples=samples, extra=extra)
 
 
-def test_judged_runs_leave_out_the_preempted_first_then_those_out_of_state() -> None:
+def test_judged_runs_leave_out_the_preempted_and_say_the_state_the_others_ran_in() -> None:
     m = _measurement([1.0, 9.0, 2.0, 1.0, 1.0, 1.0], [0.1, 0.1, 0.2, 0.1, 0.1, 0.1], [0, 8.0, 0, 0, 0, 0])
     runs = judged_runs(m, LockedReference(LOCKED_REFERENCE), 0.1)
-    assert runs.samples == [1.0, 1.0, 1.0, 1.0] and runs.preempted == 1 and runs.out_of_state == 1
+    assert runs.samples == [1.0, 2.0, 1.0, 1.0, 1.0] and runs.preempted == 1 and runs.state == pytest.approx(1.0)
     assert runs.in_lock_state and not runs.shared_cpu
     slow = judged_runs(_measurement([2.0] * 8, [0.19] * 8), LockedReference(LOCKED_REFERENCE), 0.1)
     assert not slow.in_lock_state and slow.state == pytest.approx(1.9) and slow.samples == [2.0] * 8
@@ -71,9 +59,9 @@ def _slow_state() -> Measurement:
 
 
 def _mixed_state(factor: float = 1.0) -> Measurement:
-    """Half the runs in the lock's state, half in the slower one (states switch within a second)."""
-    fast, slow = list(factor * (1.0 + 0.02 * RNG.random(8))), list(factor * (2.0 + 0.05 * RNG.random(8)))
-    return _measurement(fast + slow, [0.1] * 8 + [0.2] * 8)
+    """Most runs in the lock's state, a quarter in the slower one (states switch within a second)."""
+    fast, slow = list(factor * (1.0 + 0.02 * RNG.random(12))), list(factor * (2.0 + 0.05 * RNG.random(4)))
+    return _measurement(fast + slow, [0.1] * 12 + [0.2] * 4)
 
 
 def _no_reference(m: Measurement) -> Measurement:
@@ -95,15 +83,16 @@ def test_a_kernel_in_the_hosts_slower_state_is_not_called_a_regression(with_refe
     assert "read this CPU 2.0" in outcome.message and all(not r["like"] and r["state"] > 1.9 for r in outcome.rounds)
 
 
-def test_runs_in_the_locks_state_decide_a_mixed_round() -> None:
-    """Half of each round in the slower state: judged on the runs the reference read in the lock's state, the
-    unchanged kernel passes at once, and one made 1.3x slower is caught."""
+def test_a_round_mostly_in_the_locks_state_is_like_for_like() -> None:
+    """A quarter of each round in the slower state: the round is in the lock's state, the unchanged kernel
+    passes at once, and one made 1.3x slower is caught."""
     unchanged = run_gate("k", "t.py::t", ENTRY, _mixed_state(), 0.1, 0.01, remeasure=_mixed_state,
                          pauses_s=[0.0] * 6)
     assert unchanged.verdict == "pass" and not unchanged.rounds, unchanged.message
     slower = run_gate("k", "t.py::t", ENTRY, _mixed_state(1.3), 0.1, 0.01, remeasure=lambda: _mixed_state(1.3),
                       pauses_s=[0.0] * 6)
     assert slower.verdict == "slower" and "got slower than its lock allows" in slower.message, slower.message
+    assert all(r["like"] for r in slower.rounds)
 
 
 def test_a_regression_beyond_what_the_slower_state_explains_is_still_caught() -> None:
