@@ -314,8 +314,8 @@ class CExecutor(CompiledKernelExecutor):
 
 class ReferenceRun:
     """The reference run (:mod:`~pytest_autotune.measure.reference`): a triad over three arrays of ``n`` floats
-    (repeated where ``n`` is small) and about 40 us of multiply-add chains, built with the default compiler and flags whatever the
-    kernel's build uses, so that a change of the kernel's toolchain or flags does not move it."""
+    (repeated where ``n`` is small) and about 40 us of multiply-add chains, built with the default compiler and
+    flags whatever the kernel's build uses, so that a change of the kernel's toolchain or flags does not move it."""
 
     def __init__(self, n: int, cache_dir: str | os.PathLike | None = None) -> None:
         self.n, self.repeats = int(n), triad_repeats(int(n))

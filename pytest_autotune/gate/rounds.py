@@ -115,18 +115,7 @@ class Round:
 
     def samples(self, which: int = 0) -> list[float]:
         """Measure ``which``'s runs that no other task interrupted (all of them without that accounting)."""
-        return unpreempted_runs(self.measurements[which])[0]
-
-    def preempted(self, which: int = 0) -> int:
-        """How many of measure ``which``'s runs another task interrupted (left out of :meth:`samples`)."""
-        return unpreempted_runs(self.measurements[which])[1]
-
-
-def unpreempted_runs(m: Measurement) -> tuple[list[float], int]:
-    """A measurement's runs that no other task interrupted, and how many were left out
-    (:func:`~pytest_autotune.measure.timing.unpreempted` over its ``offcpu_ms``; all runs without it)."""
-    runs = judged_runs(m)
-    return runs.samples, runs.preempted
+        return judged_runs(self.measurements[which]).samples
 
 
 @dataclass(frozen=True)

@@ -110,14 +110,19 @@ def trusted_probe_sizes(entry: Mapping[str, Any], *, path: Any, key: str) -> dic
         if not (isinstance(value, int) and not isinstance(value, bool) and (lo <= value <= hi or value == default)):
             raise _refuse(path, key, f"machine.{name}", f"= {value!r} is outside the probes' range {lo}..{hi}")
         out[name] = value
-    if "reference_n" in machine:  # the reference runs' arrays (measure/reference.py): the triad's range too
-        value = machine["reference_n"]
-        lo, hi = TRIAD_N_RANGE
-        if not (isinstance(value, int) and not isinstance(value, bool) and lo <= value <= hi):
-            raise _refuse(path, key, "machine.reference_n", f"= {value!r} is outside the reference runs' range "
-                          f"{lo}..{hi}")
-        out["reference_n"] = value
     return out
+
+
+def trusted_reference_size(entry: Mapping[str, Any], *, path: Any, key: str) -> dict[str, int]:
+    """The reference runs' size an entry recorded (``machine.reference_n``, measure/reference.py), within the
+    triad probe's range: it sizes the arrays the kernel's worker allocates. Empty where it recorded none."""
+    machine = entry.get("machine") or {}
+    if "reference_n" not in machine:
+        return {}
+    value, (lo, hi) = machine["reference_n"], TRIAD_N_RANGE
+    if not (isinstance(value, int) and not isinstance(value, bool) and lo <= value <= hi):
+        raise _refuse(path, key, "machine.reference_n", f"= {value!r} is outside the reference runs' range {lo}..{hi}")
+    return {"reference_n": value}
 
 
 def describe(exc: UntrustedEntry) -> str:

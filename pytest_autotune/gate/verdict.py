@@ -38,11 +38,11 @@ from ..measure.timing import Comparison, faster_half
 from ..results import Measurement
 from . import messages
 from .budget import UNLIMITED, GateBudget
-from .evidence import (Decision, Faded, FreshRound, GateCase, MachineExplains, NeighbourShared, NotSignificant, RoundEvidence, RoundRules,
-                       SlowerBeyondMachine, SlowerLikeForLike, Undecided)
+from .evidence import (Decision, Faded, FreshRound, GateCase, MachineExplains, NeighbourShared, NotSignificant,
+                       RoundEvidence, RoundRules, SlowerBeyondMachine, SlowerLikeForLike, Undecided)
 from .messages import retune_command
 from .probes import MachineComparison, compare_machines, pool_probes
-from .rounds import Measure, Pin, Probe, Round, judged_runs, measure_round, unpreempted_runs
+from .rounds import Measure, Pin, Probe, Round, judged_runs, measure_round
 
 __all__ = ["AB_ROUNDS", "AB_CONFIRM_BLOCKS", "CONFIRM_PAUSE_S", "ROUND_PAUSES_S", "MORE_ROUND_PAUSES_S", "LIKE_ROUNDS",
            "ONE_CPU_ROUNDS", "MIN_ROUNDS", "MISMATCH_EXPONENT", "GateOutcome", "EntryCheck", "LockedSourceUnusable",
@@ -151,7 +151,7 @@ def check_entry(entry: Mapping[str, Any], hashes: Mapping[str, str], locked_in_s
 
 def _samples(m: Measurement) -> list[float]:
     """A measurement's runs that no other task interrupted (every run without that accounting)."""
-    return unpreempted_runs(m)[0]
+    return judged_runs(m).samples
 
 
 def _broken(case: GateCase, measurement: Measurement, what: str = "") -> GateOutcome:
@@ -308,8 +308,9 @@ def _read_round(case: GateCase, r: Round, given: MachineComparison | None) -> Fr
     if not runs.in_lock_state and runs.state is not None:  # its reference runs read a slower state throughout
         state = runs.state
         divisor = max(divisor, round_divisor(state, False))
-    if faster_state(runs.state, case.tolerance) < 1.0:  # a faster one hides a slowdown: taken off too
-        divisor = min(divisor, faster_state(runs.state, case.tolerance))
+    faster = faster_state(runs.state, case.tolerance)
+    if faster < 1.0:  # a faster machine hides a slowdown: taken off too
+        divisor = min(divisor, faster)
     return FreshRound(r.cpu, faster_half(runs.samples), mc, like, divisor, runs.preempted, state, runs.shared_cpu)
 
 

@@ -35,7 +35,7 @@ from ..gate.probes import GPU_PROBE_VERSION, PROBE_VERSION, cpu_kinds, probes_fo
 from ..gate.retune import RetuneDecision, decide
 from ..gate.rounds import reference_runs, rotating_pin
 from ..gate.trust import UntrustedEntry, describe as describe_refusal, trusted_build, trusted_params, \
-    trusted_probe_sizes, trusted_runners_up
+    trusted_probe_sizes, trusted_reference_size, trusted_runners_up
 from ..gate.verdict import EntryCheck, GateOutcome, LockedSourceUnusable, check_entry, retune_command, run_ab_gate, \
     run_gate
 from ..lock.entry import LockEntry
@@ -243,6 +243,9 @@ class KernelLifecycle:
                 entry, k.source["kernel_name"], k.source["compiler_options"], path=path, key=key)
         if entry.machine.get("probe") in (PROBE_VERSION, GPU_PROBE_VERSION):
             trusted["machine"] = {**entry.machine, **trusted_probe_sizes(entry, path=path, key=key)}
+        if "reference_n" in entry.machine:  # whatever the probes' version: it sizes the worker's arrays
+            trusted["machine"] = {**trusted.get("machine", entry.machine),
+                                  **trusted_reference_size(entry, path=path, key=key)}
         return entry.replace(**trusted)
 
     def _not_gated(self, label: str, key: str, path: Path, check: EntryCheck | None) -> None:

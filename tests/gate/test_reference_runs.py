@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from pytest_autotune.gate.rounds import judged_runs, reference_runs
-from pytest_autotune.gate.trust import UntrustedEntry, trusted_probe_sizes
+from pytest_autotune.gate.trust import UntrustedEntry, trusted_reference_size
 from pytest_autotune.gate.verdict import run_gate
 from pytest_autotune.lock.entry import InvalidEntryError, normalize_entry
 from pytest_autotune.measure.reference import LockedReference, round_state
@@ -163,6 +163,14 @@ def test_the_lock_records_its_reference_and_the_gate_uses_it(pytester: pytest.Py
     assert machine["reference_ms"] > 0 and machine["reference_chains_ms"] > 0
     assert machine["reference_n"] == machine["triad_n"]
     assert pytester.runpytest_subprocess("-p", "no:cacheprovider").ret == 0
+    # a pull request's lock asking the worker for 2**40 floats a side is refused before anything runs
+    lock = json.loads(lockfile.read_text())
+    (key,) = lock["entries"]
+    lock["entries"][key]["machine"] = {**machine, "probe": "another-version", "reference_n": 1 << 40}
+    lockfile.write_text(json.dumps(lock))
+    tampered = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert tampered.ret == 1
+    tampered.stdout.fnmatch_lines(["*machine.reference_n = 1099511627776 is outside the reference runs' range*"])
 
 
 @pytest.mark.parametrize("field, value, says", [
@@ -180,7 +188,7 @@ def test_a_tampered_reference_is_refused_naming_the_field(field: str, value: obj
 
 
 def test_a_reference_size_from_a_lock_stays_in_the_probes_range() -> None:
-    machine = {"triad_n": 1 << 14, "fma_iterations": 1 << 14}
-    assert trusted_probe_sizes({"machine": {**machine, "reference_n": 1 << 14}}, path="l", key="k")["reference_n"]
+    assert trusted_reference_size({"machine": {"reference_n": 1 << 14}}, path="l", key="k") == {"reference_n": 1 << 14}
+    assert trusted_reference_size({"machine": {}}, path="l", key="k") == {}
     with pytest.raises(UntrustedEntry, match=r"machine.reference_n = 1099511627776 is outside the reference runs"):
-        trusted_probe_sizes({"machine": {**machine, "reference_n": 1 << 40}}, path="l", key="k")
+        trusted_reference_size({"machine": {"reference_n": 1 << 40}}, path="l", key="k")
