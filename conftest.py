@@ -4,9 +4,12 @@ and the shared brute-forced spaces located once."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import os
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +84,51 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
         why = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
         report.outcome = "failed"
         report.longrepr = f"{why} ({REQUIRE_GPU_ENV}=1: a gpu test that cannot run fails)"
+
+
+class _Room:
+    """Tests marked ``neighbours`` start real busy neighbours (spinners pinned to a CPU the product's rounds
+    use too): beside them a timing test on the other xdist worker read its winner wrong. Such a test runs
+    with the room to itself: every other test holds the room shared, a neighbours test exclusively. The
+    turnstile gives a waiting neighbours test priority (flock alone would let the other worker's next test
+    in first, for ever)."""
+
+    def __init__(self, run_id: str) -> None:
+        base = Path(tempfile.gettempdir()) / f"pytest-autotune-room-{run_id}"
+        self.turnstile = open(f"{base}.turnstile", "a")  # noqa: SIM115 - held for the worker's life
+        self.room = open(f"{base}.room", "a")  # noqa: SIM115
+
+    @contextlib.contextmanager
+    def entered(self, alone: bool) -> Iterator[None]:
+        fcntl.flock(self.turnstile, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(self.room, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        finally:
+            if not alone:
+                fcntl.flock(self.turnstile, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(self.room, fcntl.LOCK_UN)
+            if alone:
+                fcntl.flock(self.turnstile, fcntl.LOCK_UN)
+
+
+_ROOM: _Room | None = None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    """Under xdist, a ``neighbours`` test runs with no other test beside it (see ``_Room``)."""
+    global _ROOM
+    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if run_id is None:  # one process: nothing runs beside any test
+        yield
+        return
+    if _ROOM is None:
+        _ROOM = _Room(run_id)
+    with _ROOM.entered(alone=item.get_closest_marker("neighbours") is not None):
+        yield
 
 
 def shared_spaces_dir() -> Path:

@@ -65,6 +65,7 @@ KERNEL = ("void scale(float *a, int n, int reps) {\n"
           "    for (int r = 0; r < reps; r++) for (int i = 0; i < n; i++) a[i] = a[i] * 0.999f + 1.0f;\n}\n")
 
 
+@pytest.mark.neighbours
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity (Linux)")
 def test_a_real_neighbour_on_the_kernels_cpu_shows_as_time_off_the_cpu() -> None:
     """A spinning process pinned to the CPU the kernel's worker is pinned to: the runs it interrupted carry
@@ -119,6 +120,7 @@ def test_a_round_a_neighbour_shared_throughout_is_no_regression() -> None:
     assert all(r.get("shared_cpu") for r in now.rounds) and now.rounds[0]["preempted"] == 16
 
 
+@pytest.mark.neighbours
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or not usable_cpus(), reason="needs CPU affinity (Linux)")
 def test_today_s_gate_cries_wolf_beside_a_real_neighbour_and_the_gate_does_not() -> None:
     """Issue 43 with real neighbours: three processes spinning on the kernel's CPU, each in a session of its own
