@@ -115,7 +115,15 @@ def test_a_recorded_space_end_to_end(cluster, spaces_dir):
     for r in records:  # every fully timed answer is the recording's, whichever device gave it
         if r.eligible:
             assert r.value == pytest.approx(float(runner.recorded.times[r.row]))
-    assert result.params == min((r for r in records if r.eligible), key=lambda r: r.value).params
+    # the winner: the finalist (the best by recorded value) with the lowest median of its re-timed runs; the
+    # recording's value is its runs' mean, so the order can differ from the values', and which 40 rows a
+    # cluster's search meets depends on the devices' timing
+    finalists = sorted((r for r in records if r.eligible), key=lambda r: r.value)[:len(result.confirmation)]
+    medians = {repr(r.params): np.median(result.confirmed_samples(r.params)) for r in finalists}
+    assert len(finalists) >= 2 and medians[repr(result.params)] == min(medians.values())
+    for r in finalists:  # re-timed on one device, round after round: the recording's runs again
+        recorded, got = list(runner.recorded.measurement(r.row, r.params).samples), result.confirmed_samples(r.params)
+        assert len(got) % len(recorded) == 0 and got == pytest.approx(recorded * (len(got) // len(recorded)))
     assert len({r.measurement.extra["cluster_device"] for r in records}) == 2
     assert _freed(cluster)
 
