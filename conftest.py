@@ -23,6 +23,12 @@ pytest_plugins = ["pytester"]
 with contextlib.suppress(ImportError):
     import pyopencl  # noqa: F401
 
+# The suite checks that kernels tune, lock and gate, not how robust the gate is (benchmarks/bench_gate_robust.py
+# measures that): the pauses that spread the lock's and the gate's rounds over the host's slow states were a
+# third of an end-to-end test's wall time, spent asleep. Tests of the pauses themselves take the variable away
+# (the real_pauses fixture); inner sessions and subprocesses inherit it.
+os.environ.setdefault("PYTEST_AUTOTUNE_PAUSE_SCALE", "0")
+
 REPO = Path(__file__).resolve().parent
 # The tests live in folders that mirror the package (tests/lock/, tests/gate/, ...); their shared helpers
 # (fake_cuda, opencl_support, strategy_fixtures, triton_support) and data stay in tests/ itself.
@@ -129,6 +135,12 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         _ROOM = _Room(run_id)
     with _ROOM.entered(alone=item.get_closest_marker("neighbours") is not None):
         yield
+
+
+@pytest.fixture
+def real_pauses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pauses between rounds as a user's session takes them (the suite scales them to 0)."""
+    monkeypatch.delenv("PYTEST_AUTOTUNE_PAUSE_SCALE", raising=False)
 
 
 def shared_spaces_dir() -> Path:

@@ -30,6 +30,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from ..measure.pauses import pause as take_pause
 from ..measure.reference import LockedReference, round_state
 from ..measure.timing import MIN_UNPREEMPTED, faster_half, interrupted
 from ..results import Measurement
@@ -175,8 +176,7 @@ def _aligned(values: Any, mask: Sequence[bool]) -> list[float] | None:
 def measure_round(i: int, measures: Sequence[Measure], probe: Probe | None, pin: Pin | None,
                   pause_s: float = 0.0) -> Round:
     """Round ``i``: after ``pause_s``, on round ``i``'s CPU, the probes, each measure in turn, the probes."""
-    if pause_s > 0:
-        time.sleep(pause_s)
+    take_pause(pause_s)
     with pin(i) if pin is not None else nullcontext():
         cpu = _pinned_cpu()
         before = (probe() or {}) if probe is not None else {}

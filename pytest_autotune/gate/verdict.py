@@ -34,6 +34,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ..lock.entry import as_entry
 from ..errors import AutotuneError
 from ..lock.problem import problem_change
+from ..measure.pauses import scaled
 from ..measure.timing import Comparison, faster_half
 from ..results import Measurement
 from . import messages
@@ -264,7 +265,7 @@ def _judge_in_rounds(case: GateCase, outcome: GateOutcome, remeasure: Measure, g
     # the last round's length: what the next one is expected to take (the first, the first measurement's: the
     # budget starts before it, and a round measures the same kernel again, with the probes)
     round_s = budget.elapsed
-    for i, pause in enumerate(schedule):
+    for i, pause in enumerate(scaled(p) for p in schedule):
         if i == len(pauses) and not evidence.like_rounds:
             break  # no like-for-like round: more rounds are unlikely to bring one, the correction decides
         if not budget.allows(pause + round_s):
@@ -427,10 +428,10 @@ def run_ab_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measure_lock
     stopped = False
     while True:
         if blocks:
-            if not budget.allows(pause_s + block_s):
+            if not budget.allows(scaled(pause_s) + block_s):
                 stopped = budget.stopped = True
                 break
-            budget.sleep(pause_s)
+            budget.sleep(scaled(pause_s))
         began = budget.clock()
         a, b, failed_a, failed_b = interleaved(measure_locked, measure_current, rounds,
                                                warmup_rounds=0 if blocks else 1)

@@ -10,6 +10,7 @@ plain script or another test runner.
 from ..engine.evaluator import Budget
 from ..gate.budget import SessionGateBudget, parse_gate_budget
 from ..measure.bounds import check_memory_limit, parse_size
+from ..measure.pauses import PAUSE_SCALE_ENV, pause_scale
 from ..measure.timing import TimingStats
 from ..execution.compile_pool import parse_compile_workers
 from ..backends.triton_kernel import use_interpreter_without_gpu
@@ -31,7 +32,7 @@ from .settings import (DEVICE_CONSTANTS, INCOMPARABLE_POLICIES, MARKER_ARGS, MIS
 
 # The first line: what the pytest glue needs of the layers below to read its options, through this one door
 # (tests/project/test_architecture.py checks that the glue imports nothing else from below).
-__all__ = ["Budget", "SessionGateBudget", "parse_gate_budget", "check_memory_limit", "parse_size", "parse_compile_workers", "use_interpreter_without_gpu",
+__all__ = ["PAUSE_SCALE_ENV", "pause_scale", "Budget", "SessionGateBudget", "parse_gate_budget", "check_memory_limit", "parse_size", "parse_compile_workers", "use_interpreter_without_gpu",
            "DEFAULT_MAX_CONFIGURATIONS", "StrategyError", "validate_strategy_spec",
            "Action", "DEFAULT_SAMPLE", "DEVICE_CONSTANTS", "Host", "INCOMPARABLE_POLICIES", "KernelCall", "KernelLifecycle",
            "KernelResult", "Kernels", "MARKER_ARGS", "MISSING_POLICIES", "MarkerError", "Mode", "Options", "Outcome",

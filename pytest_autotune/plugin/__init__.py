@@ -17,7 +17,7 @@ import pytest
 from . import hookspec
 from .. import defaults as DEFAULTS
 from .fixture import CALLS_KEY, Autotune
-from ..lifecycle import (DEFAULT_MAX_CONFIGURATIONS, DEFAULT_SAMPLE, Budget, MarkerError, SessionGateBudget, StrategyError,
+from ..lifecycle import (PAUSE_SCALE_ENV, pause_scale, DEFAULT_MAX_CONFIGURATIONS, DEFAULT_SAMPLE, Budget, MarkerError, SessionGateBudget, StrategyError,
                          TuneSettings, check_memory_limit, parse_arch_list, parse_compile_workers, parse_gate_budget,
                          parse_marker, parse_size, positive_sample, validate_strategy_spec)
 from . import job_summary
@@ -334,6 +334,10 @@ def _scratch_dir(config: pytest.Config, rootdir: Path) -> Path:
 
 def _resolve_options(config: pytest.Config) -> Options:
     opt, ini = config.getoption, config.getini
+    try:
+        pause_scale()  # the environment is input: a bad value stops the session before any kernel runs
+    except ValueError as exc:  # SpecError
+        raise pytest.UsageError(str(exc)) from None
     rootdir = Path(str(config.rootpath))
     lockdir = Path(opt("autotune_lockdir") or ini("autotune_lockdir"))
     missing = opt("autotune_missing") or ini("autotune_missing")
@@ -533,9 +537,13 @@ def _summary(terminalreporter: Any, state: SessionState) -> None:
             write(line)
         for line in new_lockfile_lines(rows):
             write(line, yellow=True)
+        if pause_scale() != 1.0:
+            write(f"note: {PAUSE_SCALE_ENV}={pause_scale():g}: the pauses between the lock's and the gate's rounds "
+                  "were scaled by it (for a suite that checks its wiring; a CI gate keeps them)", yellow=True)
     if state.options.report is not None:
         path = write_json_report(state.options.report, rows, {"mode": state.options.run_mode,
-                                                              "lockdir": str(state.options.lockdir)})
+                                                              "lockdir": str(state.options.lockdir),
+                                                              "pause_scale": pause_scale()})
         write(f"autotune report written to {path}")
     plots: list[Path] = []
     if state.options.plots is not None:

@@ -38,6 +38,7 @@ class FakeClock:
         return GateBudget(seconds, source, clock=self.clock, sleep=self.sleep).start()
 
 
+@pytest.mark.usefixtures("real_pauses")  # the pauses are what it checks
 def test_a_gate_whose_rounds_keep_suspecting_a_regression_stops_at_its_budget_as_not_comparable() -> None:
     # a kernel 30 % slower in every round (a busy machine, as far as the gate can tell), 1 s per measurement:
     # with a 3 s budget there is room for the first measurement and one round, never the six the rule needs
@@ -78,6 +79,7 @@ def test_a_verdict_decided_within_the_budget_is_what_it_was_without_one(scales: 
     assert unlimited.message == limited.message and unlimited.rounds == limited.rounds
 
 
+@pytest.mark.usefixtures("real_pauses")  # the pauses are what it checks
 def test_the_rounds_pauses_count_against_the_budget() -> None:
     # measurements that cost nothing: the pauses alone (0.1, 0.3, 0.5, ...) spend a 1 s budget
     fake = FakeClock(cost=0.0)

@@ -54,6 +54,7 @@ def test_probes_build_their_runner_once_per_size(monkeypatch: pytest.MonkeyPatch
     assert 0.05 <= rate < 1000
 
 
+@pytest.mark.usefixtures("real_pauses")  # the pauses are what it checks
 def test_a_further_round_pauses_from_the_start_of_the_round_before(monkeypatch: pytest.MonkeyPatch) -> None:
     """What spreads the lock's rounds is the time between them: a round that lasts 0.2 s already waited 0.2 s
     of a further round's pause; the first six rounds keep their pauses."""

@@ -26,6 +26,7 @@ def _replay(pytester: pytest.Pytester, marker: str = "") -> None:
     pytester.makepyfile(test_replay=test)
 
 
+@pytest.mark.usefixtures("real_pauses")  # the pauses are what it checks
 def test_a_gate_under_load_stops_at_its_budget_as_not_comparable(project: pytest.Pytester) -> None:
     _replay(project, 'gate_budget="0.5s"')
     run(project, "--autotune").assert_outcomes(passed=1)
