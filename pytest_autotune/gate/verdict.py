@@ -428,10 +428,11 @@ def run_ab_gate(kernel: str, nodeid: str, entry: Mapping[str, Any], measure_lock
     stopped = False
     while True:
         if blocks:
-            if not budget.allows(scaled(pause_s) + block_s):
+            pause = scaled(pause_s)
+            if not budget.allows(pause + block_s):
                 stopped = budget.stopped = True
                 break
-            budget.sleep(scaled(pause_s))
+            budget.sleep(pause)
         began = budget.clock()
         a, b, failed_a, failed_b = interleaved(measure_locked, measure_current, rounds,
                                                warmup_rounds=0 if blocks else 1)

@@ -41,7 +41,7 @@ def pause_scale(environ: Mapping[str, str] | None = None) -> float:
 
 def scaled(seconds: float) -> float:
     """A pause of ``seconds`` as this process takes it."""
-    return max(0.0, seconds) * pause_scale() if seconds > 0 else 0.0
+    return seconds * pause_scale() if seconds > 0 else 0.0
 
 
 def pause(seconds: float, sleep: Callable[[float], object] | None = None) -> None:

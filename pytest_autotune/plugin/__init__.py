@@ -537,8 +537,8 @@ def _summary(terminalreporter: Any, state: SessionState) -> None:
             write(line)
         for line in new_lockfile_lines(rows):
             write(line, yellow=True)
-        if pause_scale() != 1.0:
-            write(f"note: {PAUSE_SCALE_ENV}={pause_scale():g}: the pauses between the lock's and the gate's rounds "
+        if (scale := pause_scale()) != 1.0:
+            write(f"note: {PAUSE_SCALE_ENV}={scale:g}: the pauses between the lock's and the gate's rounds "
                   "were scaled by it (for a suite that checks its wiring; a CI gate keeps them)", yellow=True)
     if state.options.report is not None:
         path = write_json_report(state.options.report, rows, {"mode": state.options.run_mode,
